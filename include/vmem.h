@@ -1,0 +1,363 @@
+/*
+ * libvmem — a GPU memory allocator with a runtime-adjustable limit and a
+ * transparent pinned-host fallback.
+ *
+ * This header is the whole public API.  Every function declared here is
+ * thread-safe unless its comment says otherwise: one instance (vmem_t) may be
+ * used from any number of threads at once.
+ *
+ * Conventions:
+ *  - Fallible calls return vmem_status_t; VMEM_OK is 0.  Out-parameters are
+ *    left untouched when a call fails.
+ *  - The library never prints on its own and never aborts on bad input;
+ *    messages go to the log callback (default: stderr, warnings and errors).
+ *  - Sizes are bytes.
+ */
+#ifndef VMEM_H
+#define VMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(VMEM_BUILDING_LIBRARY)
+#define VMEM_API __attribute__((visibility("default")))
+#else
+#define VMEM_API
+#endif
+
+#define VMEM_VERSION_MAJOR 0
+#define VMEM_VERSION_MINOR 1
+#define VMEM_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vmem_status {
+    VMEM_OK = 0,
+    VMEM_PENDING = 1,           /* not an error: a shrink was recorded but live
+                                   data still holds more than the new limit */
+    VMEM_ERR_INVALID = -1,      /* NULL handle, NULL out-parameter, bad config */
+    VMEM_ERR_SIZE = -2,         /* size 0, or so large that rounding overflows */
+    VMEM_ERR_NOMEM = -3,        /* device (within limit) and host fallback full */
+    VMEM_ERR_FOREIGN_PTR = -4,  /* pointer not handed out by this instance */
+    VMEM_ERR_DOUBLE_FREE = -5,  /* pointer already freed */
+    VMEM_ERR_BACKEND = -6,      /* the backend (CUDA, ...) reported an error */
+    VMEM_ERR_UNAVAILABLE = -7,  /* backend not present: no GPU, no driver, not built */
+    VMEM_ERR_ABOVE_CAP = -8,    /* limit above the start cap without VMEM_LIMIT_FORCE */
+    VMEM_ERR_ENV = -9,          /* a VMEM_* environment variable is invalid */
+    VMEM_ERR_IO = -10,          /* a file could not be read or written */
+    VMEM_ERR_PARSE = -11,       /* a control file or trace is malformed */
+    VMEM_ERR_UNSUPPORTED = -12, /* operation not supported by this backend/build */
+    VMEM_ERR_BUSY = -13         /* resource in use (e.g. destroy with live blocks) */
+} vmem_status_t;
+
+/* Returns a static, human-readable name for a status (never NULL). */
+VMEM_API const char *vmem_strerror(vmem_status_t st);
+
+/* The status of the calling thread's last failed or succeeded vmem_alloc /
+ * vmem_alloc_ex call (thread-local). */
+VMEM_API vmem_status_t vmem_last_status(void);
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vmem_log_level {
+    VMEM_LOG_DEBUG = 0,
+    VMEM_LOG_INFO = 1,
+    VMEM_LOG_WARN = 2,
+    VMEM_LOG_ERROR = 3,
+    VMEM_LOG_NONE = 4
+} vmem_log_level_t;
+
+/* A log sink.  msg is one line without the trailing newline.  May be called
+ * from any thread, with internal locks held: it must not call back into the
+ * same vmem instance. */
+typedef void (*vmem_log_fn)(void *ctx, vmem_log_level_t level, const char *msg);
+
+/* Sets the process-wide default sink used by instances whose config has no
+ * log_fn, and for errors raised before an instance exists (vmem_create).
+ * fn NULL restores the default (stderr).  Messages below min_level are
+ * dropped.  Thread-safe. */
+VMEM_API void vmem_set_log(vmem_log_fn fn, void *ctx, vmem_log_level_t min_level);
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vmem_backend_kind {
+    VMEM_BACKEND_AUTO = 0, /* best CUDA backend present (vmm, then cuda), else sim */
+    VMEM_BACKEND_SIM = 1,  /* simulated device, separate regions like cudaMalloc */
+    VMEM_BACKEND_SIM_VMM = 2, /* simulated device, one reserved range, 2 MiB granules */
+    VMEM_BACKEND_CUDA = 3, /* cudaMalloc; host fallback through cudaHostAlloc */
+    VMEM_BACKEND_VMM = 4   /* CUDA virtual memory management (cuMemCreate/cuMemMap) */
+} vmem_backend_kind_t;
+
+/* Returns "auto", "sim", "sim-vmm", "cuda", "vmm" (or "?"). */
+VMEM_API const char *vmem_backend_name(vmem_backend_kind_t kind);
+
+#define VMEM_CONFIG_VERSION 1
+
+/* Instance configuration.  Always initialise with vmem_config_init() and then
+ * change fields: zero in a size field means "the default" as documented. */
+typedef struct vmem_config {
+    uint32_t size;        /* sizeof(vmem_config_t), set by vmem_config_init */
+    uint32_t version;     /* VMEM_CONFIG_VERSION */
+    vmem_backend_kind_t backend; /* default VMEM_BACKEND_AUTO */
+    int device;           /* CUDA device ordinal, default 0 */
+    size_t limit;         /* device cap; 0: the device's free memory at create */
+    size_t start_cap;     /* ceiling for later raises; 0: the initial limit */
+    size_t host_limit;    /* host fallback cap; 0: 64 GiB */
+    int host_fallback;    /* 1 (default): spill to host when the device is full */
+    size_t sim_capacity;  /* simulated device size; 0: 80 GiB */
+    uint64_t sim_fail_nth;   /* sim: fail the Nth device region request (1-based); 0 off */
+    double sim_fail_rate;    /* sim: probability that a region request fails */
+    uint64_t sim_seed;       /* sim: seed for sim_fail_rate */
+    const char *control_file; /* watched JSON control file; NULL: none */
+    const char *stats_file;   /* statistics JSON written at each step end; NULL: none */
+    int control_immediate;    /* 1: apply control-file changes as soon as seen,
+                                 0 (default): at the next vmem_step_end */
+    vmem_log_fn log_fn;       /* NULL: the process-wide sink (vmem_set_log) */
+    void *log_ctx;
+    vmem_log_level_t log_level; /* default VMEM_LOG_WARN */
+} vmem_config_t;
+
+/* Fills cfg with the defaults.  Not affected by the environment. */
+VMEM_API void vmem_config_init(vmem_config_t *cfg);
+
+/* Applies the VMEM_* environment variables to cfg (see docs/configuration.md):
+ * VMEM_BACKEND, VMEM_DEVICE, VMEM_LIMIT, VMEM_START_CAP, VMEM_HOST_LIMIT,
+ * VMEM_HOST_FALLBACK, VMEM_SIM_CAPACITY, VMEM_SIM_FAIL_NTH, VMEM_SIM_FAIL_RATE,
+ * VMEM_SIM_SEED, VMEM_CONTROL_FILE, VMEM_STATS_FILE, VMEM_CONTROL_IMMEDIATE,
+ * VMEM_LOG_LEVEL.  Returns VMEM_ERR_ENV (and logs the variable's name) on the
+ * first invalid value, leaving cfg unchanged; VMEM_ERR_INVALID if cfg is NULL.
+ * The strings stored in cfg point into the environment. */
+VMEM_API vmem_status_t vmem_config_from_env(vmem_config_t *cfg);
+
+/* Parses a size: a plain integer or one with suffix K, M, G, T (powers of
+ * 1024, optional trailing "iB"/"B").  Returns VMEM_ERR_PARSE for anything
+ * else (negative, empty, overflow). */
+VMEM_API vmem_status_t vmem_parse_size(const char *text, size_t *out);
+
+/* ------------------------------------------------------------------------ */
+/* Instances                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vmem vmem_t;
+
+/* Creates an instance.  cfg NULL: defaults, then the VMEM_* environment.
+ * Returns VMEM_ERR_UNAVAILABLE if the chosen backend is not present,
+ * VMEM_ERR_ENV for a bad environment, VMEM_ERR_INVALID for a bad config. */
+VMEM_API vmem_status_t vmem_create(const vmem_config_t *cfg, vmem_t **out);
+
+/* Destroys an instance and returns all its memory to the backends.  Blocks
+ * still live are released too (a warning is logged with their count).
+ * v NULL is a no-op.  Must not race with other calls on the same instance. */
+VMEM_API void vmem_destroy(vmem_t *v);
+
+/* Allocates size bytes (rounded up to 256) on the device, or, when the device
+ * arena cannot serve it within the limit, in pinned host memory mapped into
+ * the device's address space.  Returns NULL on failure; vmem_last_status()
+ * then says why (VMEM_ERR_SIZE, VMEM_ERR_NOMEM, VMEM_ERR_INVALID). */
+VMEM_API void *vmem_alloc(vmem_t *v, size_t size);
+
+/* As vmem_alloc, for a CUDA stream (cudaStream_t passed as void *; NULL is
+ * the legacy default stream).  A block freed on stream S is reused at once
+ * only by allocations on S; other streams get it once the work queued on S
+ * before the free has completed. */
+VMEM_API void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream);
+
+/* Frees a block.  ptr NULL is a no-op returning VMEM_OK.  A pointer this
+ * instance did not hand out returns VMEM_ERR_FOREIGN_PTR, one already freed
+ * VMEM_ERR_DOUBLE_FREE; both log an error and change nothing. */
+VMEM_API vmem_status_t vmem_free(vmem_t *v, void *ptr);
+
+/* As vmem_free, recording that the block's last use was on stream. */
+VMEM_API vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream);
+
+/* Flags for vmem_set_limit_ex. */
+#define VMEM_LIMIT_FORCE 1u /* allow a limit above the start cap (raises it) */
+
+/* Sets the device limit.  Grow takes effect at once.  Shrink below what the
+ * device arena holds gives back empty regions (with vmm, also free pages of
+ * partly used regions) until it holds at most bytes.  If live data still
+ * holds more, the limit is recorded as pending: no new device memory is
+ * taken, every free gives memory back until the arena holds at most bytes,
+ * and VMEM_PENDING is returned.  *applied (if not NULL) receives the bytes
+ * the device arena holds after the call (<= bytes when fully applied).
+ * A limit above the start cap returns VMEM_ERR_ABOVE_CAP (use
+ * vmem_set_limit_ex with VMEM_LIMIT_FORCE). */
+VMEM_API vmem_status_t vmem_set_limit(vmem_t *v, size_t bytes, size_t *applied);
+VMEM_API vmem_status_t vmem_set_limit_ex(vmem_t *v, size_t bytes, unsigned flags,
+                                         size_t *applied);
+
+/* The device limit in force (the pending target while a shrink is pending). */
+VMEM_API vmem_status_t vmem_get_limit(vmem_t *v, size_t *limit);
+
+/* Sets the host fallback limit.  Host memory already pinned beyond it is
+ * released as far as it is empty. */
+VMEM_API vmem_status_t vmem_set_host_limit(vmem_t *v, size_t bytes);
+
+/* Turns the host fallback on (1) or off (0). */
+VMEM_API vmem_status_t vmem_set_host_fallback(vmem_t *v, int enabled);
+
+/* Gives back to the backend every empty device region (and, with vmm, free
+ * granules) and every empty host region.  *released gets the bytes freed. */
+VMEM_API vmem_status_t vmem_trim(vmem_t *v, size_t *released);
+
+/* Called by the runtime after each step (mini-batch): applies control
+ * changes received from outside, records the step's duration and its
+ * min/max memory use, writes the statistics file if configured, and paces
+ * the job if a performance share is set. */
+VMEM_API vmem_status_t vmem_step_end(vmem_t *v);
+
+/* ------------------------------------------------------------------------ */
+/* Pointer information                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vmem_location {
+    VMEM_LOC_DEVICE = 0, /* device memory (the device arena) */
+    VMEM_LOC_HOST = 1    /* host memory mapped into the device's address space */
+} vmem_location_t;
+
+typedef struct vmem_ptr_info {
+    vmem_location_t location;
+    size_t requested;  /* bytes asked for */
+    size_t size;       /* bytes reserved for the block (rounded) */
+    void *base;        /* start of the block containing ptr */
+} vmem_ptr_info_t;
+
+/* Describes the live block that contains ptr (ptr may point inside it).
+ * VMEM_ERR_FOREIGN_PTR if no live block of this instance contains it. */
+VMEM_API vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                               */
+/* ------------------------------------------------------------------------ */
+
+#define VMEM_STATS_VERSION 1
+
+typedef struct vmem_stats {
+    uint32_t size;              /* set by the caller: sizeof(vmem_stats_t) */
+    uint32_t version;           /* filled in: VMEM_STATS_VERSION */
+    const char *backend;        /* "sim", "sim-vmm", "cuda", "vmm" */
+    size_t limit;               /* device limit in force */
+    size_t pending_limit;       /* target of a pending shrink, 0 if none */
+    size_t start_cap;           /* ceiling for raises */
+    size_t device_held;         /* bytes held from the device backend */
+    size_t device_in_use;       /* bytes in live device blocks (rounded) */
+    size_t device_requested;    /* bytes requested by live device blocks */
+    size_t device_peak_held;
+    size_t device_peak_in_use;
+    size_t device_regions;
+    size_t host_limit;
+    size_t host_held;           /* bytes held from the host backend (pinned) */
+    size_t host_in_use;
+    size_t host_peak_held;
+    size_t host_peak_in_use;
+    uint64_t allocs;            /* successful allocations */
+    uint64_t frees;             /* successful frees */
+    uint64_t spills;            /* allocations served by the host fallback */
+    uint64_t spilled_bytes;     /* bytes of those allocations */
+    uint64_t failures;          /* allocations that returned NULL */
+    uint64_t bad_frees;         /* foreign or double frees rejected */
+    uint64_t device_region_allocs;   /* regions obtained from the backend */
+    uint64_t device_region_frees;    /* regions given back */
+    uint64_t steps;             /* vmem_step_end calls */
+    double last_step_seconds;   /* duration of the last step */
+    size_t step_device_min;     /* device bytes in use, min/max during the last step */
+    size_t step_device_max;
+    size_t step_host_min;
+    size_t step_host_max;
+    int host_fallback;          /* fallback enabled */
+    int perf;                   /* performance share in percent (100: no pacing) */
+} vmem_stats_t;
+
+/* Fills *stats.  The caller sets stats->size; fields beyond it are not
+ * written, so older callers keep working.  VMEM_ERR_INVALID if stats->size is
+ * smaller than the first version's header. */
+VMEM_API vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *stats);
+
+/* Renders the statistics as one JSON object (AntMan's keys deviceMemUsedMax,
+ * deviceMemUsedMin, deviceMemPoolSize, deviceMemStable, hostMemUsedMax,
+ * hostMemUsedMin, hostMemPoolSize, swapReason, miniBatchDuration, plus
+ * libvmem's own).  Writes at most len bytes including the NUL; *needed (if
+ * not NULL) gets the full length without the NUL.  Returns VMEM_ERR_SIZE if
+ * the buffer is too small (buf is then NUL-terminated but truncated). */
+VMEM_API vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed);
+
+/* Checks every internal invariant of both arenas (chunk lists, bins, totals,
+ * no overlap, limit).  Returns VMEM_OK or VMEM_ERR_INVALID and logs the first
+ * broken invariant.  Cost is linear in the number of chunks. */
+VMEM_API vmem_status_t vmem_check(vmem_t *v);
+
+/* ------------------------------------------------------------------------ */
+/* Callbacks                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vmem_event_kind {
+    VMEM_EVENT_SPILL = 1,        /* an allocation went to the host fallback */
+    VMEM_EVENT_ALLOC_FAILED = 2, /* an allocation returned NULL */
+    VMEM_EVENT_LIMIT_CHANGED = 3 /* the device limit changed */
+} vmem_event_kind_t;
+
+typedef struct vmem_event {
+    vmem_event_kind_t kind;
+    size_t size;        /* SPILL, ALLOC_FAILED: bytes requested */
+    size_t old_limit;   /* LIMIT_CHANGED */
+    size_t new_limit;   /* LIMIT_CHANGED */
+    vmem_status_t status; /* ALLOC_FAILED: the reason */
+} vmem_event_t;
+
+/* Called without the instance's lock held, on the thread that caused the
+ * event (or the control watcher's thread).  It may call into the instance. */
+typedef void (*vmem_event_fn)(void *ctx, const vmem_event_t *event);
+
+/* Registers (fn non-NULL) or clears (fn NULL) the callback for one kind. */
+VMEM_API vmem_status_t vmem_set_callback(vmem_t *v, vmem_event_kind_t kind,
+                                         vmem_event_fn fn, void *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Simulated-device fault injection (sim and sim-vmm backends only)         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vmem_arena_kind {
+    VMEM_ARENA_DEVICE = 0,
+    VMEM_ARENA_HOST = 1
+} vmem_arena_kind_t;
+
+/* From now on, make the nth next region request of that arena's backend
+ * fail (nth 1 = the very next; 0 = off), and each request fail with
+ * probability rate drawn from a generator seeded with seed.
+ * VMEM_ERR_UNSUPPORTED on real backends. */
+VMEM_API vmem_status_t vmem_inject_faults(vmem_t *v, vmem_arena_kind_t arena,
+                                          uint64_t nth, double rate, uint64_t seed);
+
+/* ------------------------------------------------------------------------ */
+/* The vtable allocator: what a runtime holds without knowing libvmem       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vmem_allocator {
+    void *ctx;                                   /* the vmem_t */
+    void *(*alloc)(void *ctx, size_t size, void *stream);
+    int (*free)(void *ctx, void *ptr, void *stream);          /* 0 on success */
+    int (*set_limit)(void *ctx, size_t bytes, size_t *applied); /* vmem_status_t */
+    size_t (*get_limit)(void *ctx);
+    int (*step_end)(void *ctx);
+    /* Writes the statistics JSON (see vmem_stats_json). */
+    int (*stats_json)(void *ctx, char *buf, size_t len, size_t *needed);
+} vmem_allocator_t;
+
+/* Fills *out with a vtable over v.  v must outlive every use of it. */
+VMEM_API vmem_status_t vmem_get_allocator(vmem_t *v, vmem_allocator_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VMEM_H */

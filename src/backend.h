@@ -1,0 +1,79 @@
+/*
+ * Backend vtable: where an arena gets its regions from.
+ *
+ * A backend hands out regions (address ranges) and takes them back.  The
+ * engine never touches the memory behind them.  Contract (checked by the
+ * wrappers below in debug builds):
+ *  - region_alloc returns a base aligned to 256 bytes (to `granule` for
+ *    splittable backends), for a size that is a multiple of `granule`; on
+ *    failure it returns a status and leaves *base untouched.
+ *  - region_free receives exactly a range obtained from region_alloc, or, for
+ *    BACKEND_F_SPLITTABLE backends, any granule-aligned sub-range of memory it
+ *    handed out and has not taken back.
+ *  - For BACKEND_F_CONTIGUOUS backends, two regions that touch may be treated
+ *    as one range (the engine coalesces across them).
+ */
+#ifndef VMEM_BACKEND_H
+#define VMEM_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vmem.h"
+
+enum {
+    BACKEND_F_CONTIGUOUS = 1u << 0, /* adjacent regions form one address range */
+    BACKEND_F_SPLITTABLE = 1u << 1, /* any granule-aligned sub-range may be freed */
+    BACKEND_F_HOST = 1u << 2,       /* memory lives on the host */
+    BACKEND_F_SIMULATED = 1u << 3   /* no real device behind it */
+};
+
+typedef struct backend backend_t;
+
+typedef struct backend_ops {
+    /* Obtains a region of `size` bytes.  `hint` (may be NULL) is the address
+     * the engine would like (just past an existing region), honoured by
+     * contiguous backends when that range is free. */
+    vmem_status_t (*region_alloc)(backend_t *b, size_t size, void *hint, void **base);
+    void (*region_free)(backend_t *b, void *base, size_t size);
+    /* Free and total memory of the device (or host) behind the backend. */
+    vmem_status_t (*mem_info)(backend_t *b, size_t *free_bytes, size_t *total_bytes);
+    void (*destroy)(backend_t *b);
+} backend_ops_t;
+
+/* Fault injection state, shared by every backend (used by sim in tests). */
+typedef struct backend_faults {
+    uint64_t countdown; /* fail when this reaches 1 on a request; 0: off */
+    double rate;        /* probability of failure per request */
+    uint64_t rng;       /* xorshift state */
+} backend_faults_t;
+
+struct backend {
+    const backend_ops_t *ops;
+    const char *name;    /* "sim", "sim-vmm", "host", "cuda", "pinned", "vmm" */
+    unsigned flags;
+    size_t granule;      /* region sizes are multiples of this */
+    backend_faults_t faults;
+    uint64_t requests;   /* region_alloc calls */
+    uint64_t failures;   /* region_alloc calls that failed (injected or real) */
+};
+
+/* Requests a region, applying fault injection first. */
+vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void **base);
+void backend_region_free(backend_t *b, void *base, size_t size);
+vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes);
+void backend_destroy(backend_t *b);
+void backend_set_faults(backend_t *b, uint64_t nth, double rate, uint64_t seed);
+
+/* Constructors.  Each returns VMEM_ERR_UNAVAILABLE when its device is not
+ * present (or support was not built), leaving *out untouched. */
+vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out);
+vmem_status_t backend_host_create(size_t capacity, backend_t **out); /* plain host memory */
+vmem_status_t backend_cuda_create(int device, backend_t **out);
+vmem_status_t backend_pinned_create(int device, backend_t **out);
+vmem_status_t backend_vmm_create(int device, backend_t **out);
+
+/* 1 if a CUDA device is usable (driver and device present), 0 otherwise. */
+int backend_cuda_present(int device);
+
+#endif

@@ -1,0 +1,891 @@
+/*
+ * BFC arena engine: best fit over segregated size bins with bitmaps,
+ * immediate coalescing, regions from a backend.  See bfc.h for invariants.
+ */
+#include "bfc.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLAB_CHUNKS 512u
+#define MAP_MIN_CAP 1024u
+
+/* ------------------------------------------------------------------------ */
+/* Sizes and bins                                                           */
+/* ------------------------------------------------------------------------ */
+
+size_t bfc_round(size_t size)
+{
+    if (size == 0 || size > SIZE_MAX - (BFC_ALIGN - 1))
+        return 0;
+    return (size + BFC_ALIGN - 1) & ~(BFC_ALIGN - 1);
+}
+
+static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+static size_t align_down(size_t v, size_t a) { return v / a * a; }
+
+unsigned bfc_bin_index(size_t size)
+{
+    size_t u = size >> 8; /* 256-byte units, >= 1 */
+    if (u < BFC_SUB)
+        return (unsigned)u;
+    unsigned fl = 63u - (unsigned)__builtin_clzll((unsigned long long)u);
+    unsigned sl = (unsigned)(u >> (fl - BFC_SUB_BITS)) & (BFC_SUB - 1);
+    return (fl - BFC_SUB_BITS + 1) * BFC_SUB + sl;
+}
+
+static void bin_insert(bfc_arena_t *a, bfc_chunk_t *c)
+{
+    unsigned b = bfc_bin_index(c->size);
+    c->bin = b;
+    c->fprev = NULL;
+    c->fnext = a->bins[b];
+    if (c->fnext)
+        c->fnext->fprev = c;
+    a->bins[b] = c;
+    a->bitmap[b >> 6] |= 1ull << (b & 63);
+    a->top |= 1ull << (b >> 6);
+    a->nchunks_free++;
+}
+
+static void bin_remove(bfc_arena_t *a, bfc_chunk_t *c)
+{
+    unsigned b = c->bin;
+    if (c->fprev)
+        c->fprev->fnext = c->fnext;
+    else
+        a->bins[b] = c->fnext;
+    if (c->fnext)
+        c->fnext->fprev = c->fprev;
+    c->fprev = c->fnext = NULL;
+    if (!a->bins[b]) {
+        a->bitmap[b >> 6] &= ~(1ull << (b & 63));
+        if (!a->bitmap[b >> 6])
+            a->top &= ~(1ull << (b >> 6));
+    }
+    a->nchunks_free--;
+}
+
+/* First non-empty bin with index >= b, or BFC_NBINS. */
+static unsigned bin_next(const bfc_arena_t *a, unsigned b)
+{
+    if (b >= BFC_NBINS)
+        return BFC_NBINS;
+    unsigned w = b >> 6;
+    uint64_t bits = a->bitmap[w] & (~0ull << (b & 63));
+    if (bits)
+        return (w << 6) + (unsigned)__builtin_ctzll(bits);
+    uint64_t tw = (w + 1 < 64) ? (a->top & (~0ull << (w + 1))) : 0;
+    if (!tw)
+        return BFC_NBINS;
+    w = (unsigned)__builtin_ctzll(tw);
+    return (w << 6) + (unsigned)__builtin_ctzll(a->bitmap[w]);
+}
+
+static int tag_ok(uintptr_t chunk_tag, uintptr_t tag)
+{
+    return chunk_tag == 0 || chunk_tag == tag;
+}
+
+/* Best fit: the smallest free chunk >= size usable by tag (ties: first seen). */
+static bfc_chunk_t *bin_find(const bfc_arena_t *a, size_t size, uintptr_t tag)
+{
+    for (unsigned b = bin_next(a, bfc_bin_index(size)); b < BFC_NBINS; b = bin_next(a, b + 1)) {
+        bfc_chunk_t *best = NULL;
+        for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext) {
+            if (c->size < size || !tag_ok(c->tag, tag))
+                continue;
+            if (!best || c->size < best->size) {
+                best = c;
+                if (c->size == size)
+                    break;
+            }
+        }
+        if (best)
+            return best;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Chunk structs                                                            */
+/* ------------------------------------------------------------------------ */
+
+static bfc_chunk_t *chunk_new(bfc_arena_t *a)
+{
+    if (!a->pool) {
+        if (a->nslabs == a->slabs_cap) {
+            size_t cap = a->slabs_cap ? a->slabs_cap * 2 : 16;
+            void **s = realloc(a->slabs, cap * sizeof *s);
+            if (!s)
+                return NULL;
+            a->slabs = s;
+            a->slabs_cap = cap;
+        }
+        bfc_chunk_t *slab = calloc(SLAB_CHUNKS, sizeof *slab);
+        if (!slab)
+            return NULL;
+        a->slabs[a->nslabs++] = slab;
+        for (unsigned i = 0; i < SLAB_CHUNKS; i++) {
+            slab[i].fnext = a->pool;
+            a->pool = &slab[i];
+        }
+    }
+    bfc_chunk_t *c = a->pool;
+    a->pool = c->fnext;
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+static void chunk_delete(bfc_arena_t *a, bfc_chunk_t *c)
+{
+    c->fnext = a->pool;
+    c->region = NULL;
+    a->pool = c;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Live map                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static size_t map_slot(const bfc_map_t *m, uintptr_t key)
+{
+    return (size_t)(((uint64_t)(key >> 8) * 0x9E3779B97F4A7C15ull) >> m->shift);
+}
+
+static int map_init(bfc_map_t *m, size_t cap)
+{
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->vals = calloc(cap, sizeof *m->vals);
+    if (!m->keys || !m->vals) {
+        free(m->keys);
+        free(m->vals);
+        m->keys = NULL;
+        m->vals = NULL;
+        return -1;
+    }
+    m->cap = cap;
+    m->count = 0;
+    m->shift = 64u - (unsigned)__builtin_ctzll(cap);
+    return 0;
+}
+
+static bfc_chunk_t *map_get(const bfc_map_t *m, uintptr_t key)
+{
+    size_t mask = m->cap - 1;
+    for (size_t i = map_slot(m, key);; i = (i + 1) & mask) {
+        if (m->keys[i] == key)
+            return m->vals[i];
+        if (m->keys[i] == 0)
+            return NULL;
+    }
+}
+
+static void map_put_nogrow(bfc_map_t *m, uintptr_t key, bfc_chunk_t *val)
+{
+    size_t mask = m->cap - 1;
+    size_t i = map_slot(m, key);
+    while (m->keys[i] != 0)
+        i = (i + 1) & mask;
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->count++;
+}
+
+static int map_put(bfc_map_t *m, uintptr_t key, bfc_chunk_t *val)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        bfc_map_t n;
+        if (map_init(&n, m->cap * 2) != 0)
+            return -1;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i])
+                map_put_nogrow(&n, m->keys[i], m->vals[i]);
+        free(m->keys);
+        free(m->vals);
+        *m = n;
+    }
+    map_put_nogrow(m, key, val);
+    return 0;
+}
+
+/* Removes key (backward-shift deletion, no tombstones).  Returns its value. */
+static bfc_chunk_t *map_del(bfc_map_t *m, uintptr_t key)
+{
+    size_t mask = m->cap - 1;
+    size_t i = map_slot(m, key);
+    while (m->keys[i] != key) {
+        if (m->keys[i] == 0)
+            return NULL;
+        i = (i + 1) & mask;
+    }
+    bfc_chunk_t *val = m->vals[i];
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (m->keys[j] == 0)
+            break;
+        size_t home = map_slot(m, m->keys[j]);
+        /* Move j back to i if its home is not in (i, j]. */
+        int in_between = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (!in_between) {
+            m->keys[i] = m->keys[j];
+            m->vals[i] = m->vals[j];
+            i = j;
+        }
+    }
+    m->keys[i] = 0;
+    m->vals[i] = NULL;
+    m->count--;
+    return val;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Regions                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void region_link(bfc_arena_t *a, bfc_region_t *r)
+{
+    bfc_region_t *prev = NULL, *cur = a->regions;
+    while (cur && cur->base < r->base) {
+        prev = cur;
+        cur = cur->next;
+    }
+    r->prev = prev;
+    r->next = cur;
+    if (prev)
+        prev->next = r;
+    else
+        a->regions = r;
+    if (cur)
+        cur->prev = r;
+    a->nregions++;
+}
+
+static void region_unlink(bfc_arena_t *a, bfc_region_t *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        a->regions = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    a->nregions--;
+}
+
+static bfc_region_t *region_find(const bfc_arena_t *a, uintptr_t p)
+{
+    for (bfc_region_t *r = a->regions; r && r->base <= p; r = r->next)
+        if (p < r->base + r->size)
+            return r;
+    return NULL;
+}
+
+static bfc_chunk_t *region_last(bfc_region_t *r)
+{
+    bfc_chunk_t *c = r->first;
+    while (c->next)
+        c = c->next;
+    return c;
+}
+
+static void held_add(bfc_arena_t *a, size_t n)
+{
+    a->held += n;
+    if (a->held > a->peak_held)
+        a->peak_held = a->held;
+}
+
+/* Merges the chunks of right into left (they touch: left ends at right's
+ * base), coalescing the two boundary chunks if both are free with one tag. */
+static void region_merge(bfc_arena_t *a, bfc_region_t *left, bfc_region_t *right)
+{
+    bfc_chunk_t *tail = region_last(left);
+    bfc_chunk_t *head = right->first;
+    for (bfc_chunk_t *c = head; c; c = c->next)
+        c->region = left;
+    tail->next = head;
+    head->prev = tail;
+    left->size += right->size;
+    left->live += right->live;
+    region_unlink(a, right);
+    free(right);
+    if (!tail->in_use && !head->in_use && tail->tag == head->tag) {
+        bin_remove(a, tail);
+        bin_remove(a, head);
+        tail->size += head->size;
+        tail->next = head->next;
+        if (head->next)
+            head->next->prev = tail;
+        chunk_delete(a, head);
+        bin_insert(a, tail);
+    }
+}
+
+/* Adds a fresh region [base, base+size) as one free chunk. */
+static int region_add(bfc_arena_t *a, uintptr_t base, size_t size)
+{
+    bfc_region_t *r = calloc(1, sizeof *r);
+    bfc_chunk_t *c = r ? chunk_new(a) : NULL;
+    if (!c) {
+        free(r);
+        return -1;
+    }
+    r->base = base;
+    r->size = size;
+    r->first = c;
+    c->addr = base;
+    c->size = size;
+    c->region = r;
+    region_link(a, r);
+    bin_insert(a, c);
+    held_add(a, size);
+    a->region_allocs++;
+    if (a->backend->flags & BACKEND_F_CONTIGUOUS) {
+        if (r->next && r->base + r->size == r->next->base)
+            region_merge(a, r, r->next);
+        if (r->prev && r->prev->base + r->prev->size == r->base)
+            region_merge(a, r->prev, r);
+    }
+    return 0;
+}
+
+/* Gives an entirely free region back to the backend. */
+static void region_release(bfc_arena_t *a, bfc_region_t *r)
+{
+    bfc_chunk_t *c = r->first;
+    assert(!c->in_use && !c->next && c->size == r->size);
+    bin_remove(a, c);
+    chunk_delete(a, c);
+    region_unlink(a, r);
+    backend_region_free(a->backend, (void *)r->base, r->size);
+    a->held -= r->size;
+    a->region_frees++;
+    free(r);
+}
+
+/* Splittable backends: gives back [lo, hi) (granule-aligned, inside the free
+ * chunk c), splitting c and its region around the hole.  Returns 0 on
+ * success, -1 if metadata could not be allocated (nothing changed). */
+static int region_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi)
+{
+    bfc_region_t *r = c->region;
+    uintptr_t cend = c->addr + c->size;
+    bfc_chunk_t *right_chunk = NULL;
+    bfc_region_t *right_region = NULL;
+    if (hi < r->base + r->size) {
+        right_region = calloc(1, sizeof *right_region);
+        if (!right_region)
+            return -1;
+        if (hi < cend) {
+            right_chunk = chunk_new(a);
+            if (!right_chunk) {
+                free(right_region);
+                return -1;
+            }
+        }
+    }
+    bin_remove(a, c);
+    bfc_chunk_t *after = c->next;
+    /* Right side: [hi, region end) becomes its own region. */
+    if (right_region) {
+        right_region->base = hi;
+        right_region->size = r->base + r->size - hi;
+        if (right_chunk) {
+            right_chunk->addr = hi;
+            right_chunk->size = cend - hi;
+            right_chunk->tag = c->tag;
+            right_chunk->next = after;
+            if (after)
+                after->prev = right_chunk;
+            right_region->first = right_chunk;
+            bin_insert(a, right_chunk);
+        } else {
+            right_region->first = after;
+            after->prev = NULL;
+        }
+        size_t live = 0;
+        for (bfc_chunk_t *x = right_region->first; x; x = x->next) {
+            x->region = right_region;
+            live += x->in_use;
+        }
+        right_region->live = live;
+        r->live -= live;
+    }
+    /* Left side: [r->base, lo) stays in r. */
+    if (lo > c->addr) {
+        c->size = lo - c->addr;
+        c->next = NULL;
+        bin_insert(a, c);
+    } else if (c->prev) {
+        c->prev->next = NULL;
+        chunk_delete(a, c);
+    } else {
+        /* The hole starts at the region's base: r disappears. */
+        chunk_delete(a, c);
+        r->first = NULL;
+    }
+    r->size = lo - r->base;
+    if (right_region)
+        region_link(a, right_region);
+    if (r->size == 0) {
+        region_unlink(a, r);
+        free(r);
+    }
+    backend_region_free(a->backend, (void *)lo, hi - lo);
+    a->held -= hi - lo;
+    a->region_frees++;
+    return 0;
+}
+
+size_t bfc_release(bfc_arena_t *a, size_t target)
+{
+    size_t before = a->held;
+    /* Whole empty regions first, largest first. */
+    while (a->held > target) {
+        bfc_region_t *best = NULL;
+        for (bfc_region_t *r = a->regions; r; r = r->next)
+            if (r->live == 0 && (!best || r->size > best->size))
+                best = r;
+        if (!best)
+            break;
+        region_release(a, best);
+    }
+    if (a->held > target && (a->backend->flags & BACKEND_F_SPLITTABLE)) {
+        size_t g = a->granule;
+        while (a->held > target) {
+            bfc_chunk_t *best = NULL;
+            uintptr_t blo = 0, bhi = 0;
+            for (bfc_region_t *r = a->regions; r; r = r->next) {
+                for (bfc_chunk_t *c = r->first; c; c = c->next) {
+                    if (c->in_use)
+                        continue;
+                    uintptr_t lo = align_up(c->addr, g), hi = align_down(c->addr + c->size, g);
+                    if (hi > lo && (!best || hi - lo > bhi - blo)) {
+                        best = c;
+                        blo = lo;
+                        bhi = hi;
+                    }
+                }
+            }
+            if (!best)
+                break;
+            /* Give back no more than needed, from the top of the hole. */
+            size_t excess = align_up(a->held - target, g);
+            if (bhi - blo > excess)
+                blo = bhi - excess;
+            if (region_punch(a, best, blo, bhi) != 0)
+                break;
+        }
+    }
+    if (a->pending && a->held <= a->limit)
+        a->pending = 0;
+    return before - a->held;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Init / fini                                                              */
+/* ------------------------------------------------------------------------ */
+
+vmem_status_t bfc_init(bfc_arena_t *a, backend_t *b, const bfc_params_t *p, size_t limit)
+{
+    memset(a, 0, sizeof *a);
+    a->backend = b;
+    a->params = *p;
+    a->granule = b->granule ? b->granule : BFC_ALIGN;
+    if (a->params.split_min < BFC_ALIGN)
+        a->params.split_min = BFC_ALIGN;
+    a->params.min_region = align_up(a->params.min_region ? a->params.min_region : a->granule,
+                                    a->granule);
+    if (a->params.max_region < a->params.min_region)
+        a->params.max_region = a->params.min_region;
+    a->next_region = a->params.min_region;
+    a->limit = limit;
+    if (map_init(&a->live, MAP_MIN_CAP) != 0)
+        return VMEM_ERR_NOMEM;
+    return VMEM_OK;
+}
+
+size_t bfc_fini(bfc_arena_t *a)
+{
+    size_t live = a->live.count;
+    bfc_region_t *r = a->regions;
+    while (r) {
+        bfc_region_t *n = r->next;
+        backend_region_free(a->backend, (void *)r->base, r->size);
+        free(r);
+        r = n;
+    }
+    for (size_t i = 0; i < a->nslabs; i++)
+        free(a->slabs[i]);
+    free(a->slabs);
+    free(a->live.keys);
+    free(a->live.vals);
+    memset(a, 0, sizeof *a);
+    return live;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Alloc / free                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Obtains a region able to hold `need` bytes (after merging with a free tail
+ * for contiguous backends).  Returns 0 on success. */
+static int arena_grow(bfc_arena_t *a, size_t need)
+{
+    size_t g = a->granule;
+    if (a->pending || a->held >= a->limit) {
+        a->last_fail = BFC_FAIL_LIMIT;
+        return -1;
+    }
+    size_t room = align_down(a->limit - a->held, g);
+    void *hint = NULL;
+    size_t credit = 0;
+    if ((a->backend->flags & BACKEND_F_CONTIGUOUS) && a->regions) {
+        bfc_region_t *last = a->regions;
+        while (last->next)
+            last = last->next;
+        hint = (void *)(last->base + last->size);
+        bfc_chunk_t *tail = region_last(last);
+        if (!tail->in_use && tail->tag == 0)
+            credit = tail->size;
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        size_t want = need > credit ? need - credit : 0;
+        size_t minimum = align_up(want ? want : 1, g);
+        if (minimum < want || minimum > room) {
+            if (attempt == 0 && credit) {
+                credit = 0;
+                continue;
+            }
+            a->last_fail = BFC_FAIL_LIMIT;
+            return -1;
+        }
+        size_t size = minimum;
+        if (size < a->next_region)
+            size = a->next_region;
+        if (size > room)
+            size = room;
+        void *base = NULL;
+        vmem_status_t st = backend_region_alloc(a->backend, size, hint, &base);
+        if (st != VMEM_OK && size > minimum) {
+            size = minimum;
+            st = backend_region_alloc(a->backend, size, hint, &base);
+        }
+        if (st != VMEM_OK) {
+            a->last_fail = BFC_FAIL_BACKEND;
+            return -1;
+        }
+        if (region_add(a, (uintptr_t)base, size) != 0) {
+            backend_region_free(a->backend, base, size);
+            a->last_fail = BFC_FAIL_BACKEND;
+            return -1;
+        }
+        if (size >= a->next_region && a->next_region < a->params.max_region) {
+            a->next_region *= 2;
+            if (a->next_region > a->params.max_region)
+                a->next_region = a->params.max_region;
+        }
+        if (!credit || base == hint)
+            return 0;
+        /* Not placed after the tail: the credit did not apply; try once more
+         * for the full size (the region just added stays for later use). */
+        room = a->held < a->limit ? align_down(a->limit - a->held, g) : 0;
+        credit = 0;
+        hint = NULL;
+        if (need <= size)
+            return 0;
+    }
+    return 0;
+}
+
+void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
+{
+    size_t rs = bfc_round(size);
+    if (rs == 0) {
+        a->last_fail = BFC_FAIL_SIZE;
+        return NULL;
+    }
+    bfc_chunk_t *c = bin_find(a, rs, tag);
+    if (!c) {
+        if (arena_grow(a, rs) != 0)
+            return NULL;
+        c = bin_find(a, rs, tag);
+        if (!c) {
+            a->last_fail = BFC_FAIL_LIMIT;
+            return NULL;
+        }
+    }
+    if (map_put(&a->live, c->addr, c) != 0) {
+        a->last_fail = BFC_FAIL_BACKEND;
+        return NULL;
+    }
+    bin_remove(a, c);
+    if (c->size - rs >= a->params.split_min) {
+        bfc_chunk_t *rest = chunk_new(a);
+        if (rest) {
+            rest->addr = c->addr + rs;
+            rest->size = c->size - rs;
+            rest->region = c->region;
+            rest->tag = c->tag;
+            rest->prev = c;
+            rest->next = c->next;
+            if (c->next)
+                c->next->prev = rest;
+            c->next = rest;
+            c->size = rs;
+            bin_insert(a, rest);
+        }
+    }
+    c->in_use = 1;
+    c->requested = size;
+    c->tag = 0;
+    c->region->live++;
+    a->in_use += c->size;
+    a->requested += size;
+    if (a->in_use > a->peak_in_use)
+        a->peak_in_use = a->in_use;
+    a->last_fail = BFC_FAIL_NONE;
+    return (void *)c->addr;
+}
+
+/* Merges free chunk c with its free neighbours of the same tag. */
+static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
+{
+    bfc_chunk_t *n = c->next;
+    if (n && !n->in_use && n->tag == c->tag) {
+        bin_remove(a, n);
+        c->size += n->size;
+        c->next = n->next;
+        if (n->next)
+            n->next->prev = c;
+        chunk_delete(a, n);
+    }
+    bfc_chunk_t *p = c->prev;
+    if (p && !p->in_use && p->tag == c->tag) {
+        bin_remove(a, p);
+        p->size += c->size;
+        p->next = c->next;
+        if (c->next)
+            c->next->prev = p;
+        chunk_delete(a, c);
+        c = p;
+    }
+    return c;
+}
+
+vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
+{
+    bfc_chunk_t *c = map_del(&a->live, (uintptr_t)p);
+    if (!c)
+        return VMEM_ERR_FOREIGN_PTR;
+    if (size)
+        *size = c->size;
+    a->in_use -= c->size;
+    a->requested -= c->requested;
+    c->in_use = 0;
+    c->requested = 0;
+    c->tag = tag;
+    c->region->live--;
+    c = chunk_coalesce(a, c);
+    bin_insert(a, c);
+    if (a->pending) {
+        if (c->region->live == 0)
+            region_release(a, c->region);
+        if (a->held > a->limit)
+            bfc_release(a, a->limit);
+        if (a->held <= a->limit)
+            a->pending = 0;
+    }
+    return VMEM_OK;
+}
+
+void bfc_clear_tags(bfc_arena_t *a)
+{
+    for (bfc_region_t *r = a->regions; r; r = r->next) {
+        for (bfc_chunk_t *c = r->first; c; c = c->next) {
+            if (c->in_use || c->tag == 0)
+                continue;
+            bin_remove(a, c);
+            c->tag = 0;
+            c = chunk_coalesce(a, c);
+            bin_insert(a, c);
+        }
+    }
+}
+
+vmem_status_t bfc_set_limit(bfc_arena_t *a, size_t limit)
+{
+    a->limit = limit;
+    a->pending = 0;
+    if (a->held > limit) {
+        bfc_release(a, limit);
+        if (a->held > limit) {
+            a->pending = 1;
+            return VMEM_PENDING;
+        }
+    }
+    return VMEM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lookup                                                                   */
+/* ------------------------------------------------------------------------ */
+
+int bfc_contains(const bfc_arena_t *a, const void *p)
+{
+    return region_find(a, (uintptr_t)p) != NULL;
+}
+
+static const bfc_chunk_t *chunk_at(const bfc_arena_t *a, uintptr_t p)
+{
+    const bfc_region_t *r = region_find(a, p);
+    if (!r)
+        return NULL;
+    for (const bfc_chunk_t *c = r->first; c; c = c->next)
+        if (p >= c->addr && p < c->addr + c->size)
+            return c;
+    return NULL;
+}
+
+vmem_status_t bfc_classify(const bfc_arena_t *a, const void *p)
+{
+    const bfc_chunk_t *c = chunk_at(a, (uintptr_t)p);
+    if (c && !c->in_use && ((uintptr_t)p & (BFC_ALIGN - 1)) == 0)
+        return VMEM_ERR_DOUBLE_FREE;
+    return VMEM_ERR_FOREIGN_PTR;
+}
+
+const bfc_chunk_t *bfc_find_live(const bfc_arena_t *a, const void *p)
+{
+    const bfc_chunk_t *c = map_get(&a->live, (uintptr_t)p);
+    if (c)
+        return c;
+    c = chunk_at(a, (uintptr_t)p);
+    return (c && c->in_use) ? c : NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checker                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static vmem_status_t fail(char *why, size_t len, const char *fmt, ...)
+{
+    if (why && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, len, fmt, ap);
+        va_end(ap);
+    }
+    return VMEM_ERR_INVALID;
+}
+
+vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
+{
+    size_t held = 0, in_use = 0, requested = 0, nlive = 0, nfree = 0, nreg = 0;
+    const bfc_region_t *prev_r = NULL;
+    for (const bfc_region_t *r = a->regions; r; r = r->next) {
+        nreg++;
+        if (r->prev != prev_r)
+            return fail(why, len, "region %#lx: broken prev link", (unsigned long)r->base);
+        if (r->base % BFC_ALIGN || r->size % a->granule || r->size == 0 ||
+            ((a->backend->flags & BACKEND_F_SPLITTABLE) && r->base % a->granule))
+            return fail(why, len, "region %#lx: size %zu not granule-aligned", (unsigned long)r->base,
+                        r->size);
+        if (prev_r && prev_r->base + prev_r->size > r->base)
+            return fail(why, len, "regions %#lx and %#lx overlap or are unsorted",
+                        (unsigned long)prev_r->base, (unsigned long)r->base);
+        if ((a->backend->flags & BACKEND_F_CONTIGUOUS) && prev_r &&
+            prev_r->base + prev_r->size == r->base)
+            return fail(why, len, "touching regions %#lx not merged", (unsigned long)r->base);
+        held += r->size;
+        uintptr_t at = r->base;
+        const bfc_chunk_t *pc = NULL;
+        size_t live = 0;
+        if (!r->first)
+            return fail(why, len, "region %#lx has no chunk", (unsigned long)r->base);
+        for (const bfc_chunk_t *c = r->first; c; c = c->next) {
+            if (c->region != r)
+                return fail(why, len, "chunk %#lx: wrong region", (unsigned long)c->addr);
+            if (c->prev != pc)
+                return fail(why, len, "chunk %#lx: broken prev link", (unsigned long)c->addr);
+            if (c->addr != at)
+                return fail(why, len, "chunk %#lx: gap or overlap (expected %#lx)",
+                            (unsigned long)c->addr, (unsigned long)at);
+            if (c->size == 0 || c->size % BFC_ALIGN)
+                return fail(why, len, "chunk %#lx: bad size %zu", (unsigned long)c->addr, c->size);
+            if (c->in_use) {
+                live++;
+                in_use += c->size;
+                requested += c->requested;
+                if (c->requested == 0 || c->requested > c->size)
+                    return fail(why, len, "chunk %#lx: requested %zu of %zu", (unsigned long)c->addr,
+                                c->requested, c->size);
+                if (map_get(&a->live, c->addr) != c)
+                    return fail(why, len, "live chunk %#lx missing from map", (unsigned long)c->addr);
+            } else {
+                nfree++;
+                if (c->requested)
+                    return fail(why, len, "free chunk %#lx has requested bytes", (unsigned long)c->addr);
+                if (c->bin != bfc_bin_index(c->size))
+                    return fail(why, len, "free chunk %#lx in wrong bin", (unsigned long)c->addr);
+                const bfc_chunk_t *x = a->bins[c->bin];
+                while (x && x != c)
+                    x = x->fnext;
+                if (!x)
+                    return fail(why, len, "free chunk %#lx not in its bin", (unsigned long)c->addr);
+                if (pc && !pc->in_use && pc->tag == c->tag)
+                    return fail(why, len, "free chunks %#lx and %#lx not coalesced",
+                                (unsigned long)pc->addr, (unsigned long)c->addr);
+            }
+            at += c->size;
+            pc = c;
+        }
+        if (at != r->base + r->size)
+            return fail(why, len, "region %#lx: chunks end at %#lx, region at %#lx",
+                        (unsigned long)r->base, (unsigned long)at, (unsigned long)(r->base + r->size));
+        if (live != r->live)
+            return fail(why, len, "region %#lx: live count %zu, counted %zu", (unsigned long)r->base,
+                        r->live, live);
+        nlive += live;
+        prev_r = r;
+    }
+    if (nreg != a->nregions)
+        return fail(why, len, "region count %zu, counted %zu", a->nregions, nreg);
+    if (held != a->held)
+        return fail(why, len, "held %zu, regions sum to %zu", a->held, held);
+    if (in_use != a->in_use)
+        return fail(why, len, "in_use %zu, chunks sum to %zu", a->in_use, in_use);
+    if (requested != a->requested)
+        return fail(why, len, "requested %zu, chunks sum to %zu", a->requested, requested);
+    if (nlive != a->live.count)
+        return fail(why, len, "live map holds %zu, chunks in use %zu", a->live.count, nlive);
+    if (nfree != a->nchunks_free)
+        return fail(why, len, "bins hold %zu chunks, regions %zu free", a->nchunks_free, nfree);
+    size_t binned = 0;
+    for (unsigned b = 0; b < BFC_NBINS; b++) {
+        int bit = (a->bitmap[b >> 6] >> (b & 63)) & 1;
+        if (bit != (a->bins[b] != NULL))
+            return fail(why, len, "bin %u bitmap bit %d disagrees", b, bit);
+        for (const bfc_chunk_t *c = a->bins[b]; c; c = c->fnext) {
+            binned++;
+            if (c->in_use || c->bin != b || !c->region)
+                return fail(why, len, "bin %u holds a bad chunk %#lx", b, (unsigned long)c->addr);
+            if (c->fnext && c->fnext->fprev != c)
+                return fail(why, len, "bin %u: broken list", b);
+        }
+    }
+    for (unsigned w = 0; w < BFC_NWORDS; w++)
+        if (((a->top >> w) & 1) != (a->bitmap[w] != 0))
+            return fail(why, len, "top bitmap word %u disagrees", w);
+    if (binned != nfree)
+        return fail(why, len, "bins hold %zu chunks, regions %zu free", binned, nfree);
+    if (a->held > a->limit && !a->pending)
+        return fail(why, len, "held %zu over limit %zu with no shrink pending", a->held, a->limit);
+    if (a->peak_held < a->held || a->peak_in_use < a->in_use)
+        return fail(why, len, "peaks below current values");
+    return VMEM_OK;
+}

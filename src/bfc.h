@@ -1,0 +1,167 @@
+/*
+ * The BFC (best-fit with coalescing) arena engine.
+ *
+ * One engine, instantiated per arena (device, host).  It obtains regions
+ * from a backend (backend.h) and carves them into chunks.  All metadata lives
+ * in host memory; the engine never reads or writes the managed memory.
+ *
+ * Not thread-safe: the caller (vmem.c) serialises access with its lock.
+ */
+#ifndef VMEM_BFC_H
+#define VMEM_BFC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "vmem.h"
+
+#define BFC_ALIGN ((size_t)256)       /* every chunk size and address is a multiple */
+#define BFC_SUB_BITS 4
+#define BFC_SUB (1u << BFC_SUB_BITS)  /* sub-bins per power of two */
+#define BFC_NBINS 832u                /* covers sizes up to 2^63 */
+#define BFC_NWORDS ((BFC_NBINS + 63u) / 64u)
+
+struct bfc_region;
+
+/*
+ * A chunk: a contiguous piece of one region, either in use (handed out) or
+ * free.
+ * Invariants:
+ *  - addr and size are multiples of BFC_ALIGN; size > 0.
+ *  - Within a region, chunks tile [region->base, region->base + region->size)
+ *    exactly, linked in address order by prev/next (NULL at the region ends).
+ *  - A free chunk is in exactly one bin, bin_index(size), linked by
+ *    fprev/fnext; an in-use chunk is in the live map, keyed by addr.
+ *  - No two neighbours are both free with the same tag (immediate coalescing).
+ *  - requested > 0 iff in use.
+ */
+typedef struct bfc_chunk {
+    uintptr_t addr;
+    size_t size;
+    size_t requested;
+    struct bfc_chunk *prev, *next;   /* address order within the region */
+    struct bfc_chunk *fprev, *fnext; /* bin list (free) / pool list (unused) */
+    struct bfc_region *region;
+    uintptr_t tag;                   /* free: stream that may reuse it at once (0: any) */
+    uint32_t bin;
+    uint8_t in_use;
+} bfc_chunk_t;
+
+/*
+ * A region: one range obtained from the backend (for contiguous backends, a
+ * maximal run of touching ranges, merged).
+ * Invariants: base and size are multiples of the backend granule; regions do
+ * not overlap; the list is sorted by base; first is the chunk at base.
+ */
+typedef struct bfc_region {
+    uintptr_t base;
+    size_t size;
+    bfc_chunk_t *first;
+    struct bfc_region *prev, *next;
+    size_t live;                     /* in-use chunks in this region */
+} bfc_region_t;
+
+/* Open-addressing map from a live chunk's address to the chunk.
+ * Invariant: count <= cap / 2; empty slots have key 0. */
+typedef struct bfc_map {
+    uintptr_t *keys;
+    bfc_chunk_t **vals;
+    size_t cap;   /* power of two */
+    size_t count;
+    unsigned shift;
+} bfc_map_t;
+
+typedef struct bfc_params {
+    size_t min_region;  /* first region's size (rounded to the granule) */
+    size_t max_region;  /* growth doubles region sizes up to this */
+    size_t split_min;   /* smallest remainder worth splitting off (>= 256) */
+    int keep_regions;   /* 1: never give empty regions back on a failed grow */
+} bfc_params_t;
+
+typedef enum bfc_fail_reason {
+    BFC_FAIL_NONE = 0,
+    BFC_FAIL_LIMIT = 1,   /* growing would exceed the limit */
+    BFC_FAIL_BACKEND = 2, /* the backend refused (device full, fault) */
+    BFC_FAIL_SIZE = 3     /* size 0 or too large */
+} bfc_fail_reason_t;
+
+/*
+ * The arena.
+ * Invariants:
+ *  - held == sum of region sizes; in_use == sum of in-use chunk sizes;
+ *    requested == sum of their requested sizes; live.count == in-use chunks.
+ *  - held <= limit, unless pending (a shrink is waiting for frees).
+ *  - bit b of bitmap is set iff bins[b] is non-empty; bit w of top is set
+ *    iff bitmap[w] != 0.
+ */
+typedef struct bfc_arena {
+    backend_t *backend;
+    bfc_params_t params;
+    size_t granule;
+    size_t limit;
+    int pending;
+    size_t held, in_use, requested;
+    size_t peak_held, peak_in_use;
+    size_t next_region;
+    bfc_region_t *regions;      /* sorted by base */
+    size_t nregions;
+    bfc_chunk_t *bins[BFC_NBINS];
+    uint64_t bitmap[BFC_NWORDS];
+    uint64_t top;
+    bfc_map_t live;
+    bfc_chunk_t *pool;          /* unused chunk structs */
+    void **slabs;               /* chunk slabs, for fini */
+    size_t nslabs, slabs_cap;
+    size_t nchunks_free;        /* free chunks in bins */
+    uint64_t region_allocs, region_frees;
+    bfc_fail_reason_t last_fail;
+} bfc_arena_t;
+
+/* Rounds size up to BFC_ALIGN; returns 0 if size is 0 or rounding overflows. */
+size_t bfc_round(size_t size);
+
+vmem_status_t bfc_init(bfc_arena_t *a, backend_t *b, const bfc_params_t *p, size_t limit);
+/* Gives every region back and frees all metadata.  Returns the number of
+ * blocks that were still live. */
+size_t bfc_fini(bfc_arena_t *a);
+
+/* Allocates; NULL on failure with a->last_fail set. */
+void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag);
+
+/* Frees the live block starting at p.  VMEM_ERR_FOREIGN_PTR if p is not the
+ * start of a live block of this arena (the arena is unchanged).  *size gets
+ * the block's rounded size. */
+vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size);
+
+/* For a pointer that bfc_free rejected: VMEM_ERR_DOUBLE_FREE if it is the
+ * start of a free chunk of this arena, VMEM_ERR_FOREIGN_PTR otherwise
+ * (including pointers inside live blocks). */
+vmem_status_t bfc_classify(const bfc_arena_t *a, const void *p);
+
+/* 1 if p lies inside one of the arena's regions. */
+int bfc_contains(const bfc_arena_t *a, const void *p);
+
+/* Finds the live chunk containing p (NULL if none). */
+const bfc_chunk_t *bfc_find_live(const bfc_arena_t *a, const void *p);
+
+/* Sets the limit.  If held exceeds it, gives back empty regions (and, for
+ * splittable backends, free granules) until held <= limit; if that is not
+ * enough, the arena is left pending.  Returns VMEM_OK or VMEM_PENDING. */
+vmem_status_t bfc_set_limit(bfc_arena_t *a, size_t limit);
+
+/* Gives back empty regions (and free granules for splittable backends)
+ * while held > target.  Returns the bytes given back. */
+size_t bfc_release(bfc_arena_t *a, size_t target);
+
+/* Sets every free chunk's tag to 0 and coalesces what that allows. */
+void bfc_clear_tags(bfc_arena_t *a);
+
+/* Verifies every invariant; on failure writes the first broken one into
+ * why (if not NULL) and returns VMEM_ERR_INVALID. */
+vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len);
+
+/* Bin index of a size (exposed for tests). */
+unsigned bfc_bin_index(size_t size);
+
+#endif

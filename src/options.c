@@ -1,0 +1,221 @@
+/* Configuration defaults, the VMEM_* environment, size parsing and names. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmem_internal.h"
+
+const char *vmem_strerror(vmem_status_t st)
+{
+    switch (st) {
+    case VMEM_OK: return "success";
+    case VMEM_PENDING: return "shrink pending: live data holds more than the new limit";
+    case VMEM_ERR_INVALID: return "invalid argument";
+    case VMEM_ERR_SIZE: return "invalid size (zero, or too large to round)";
+    case VMEM_ERR_NOMEM: return "out of memory: device limit reached and host fallback exhausted";
+    case VMEM_ERR_FOREIGN_PTR: return "pointer not allocated by this instance";
+    case VMEM_ERR_DOUBLE_FREE: return "pointer already freed";
+    case VMEM_ERR_BACKEND: return "backend error";
+    case VMEM_ERR_UNAVAILABLE: return "backend unavailable (no GPU, no driver, or not built)";
+    case VMEM_ERR_ABOVE_CAP: return "limit above the start cap";
+    case VMEM_ERR_ENV: return "invalid VMEM_* environment variable";
+    case VMEM_ERR_IO: return "I/O error";
+    case VMEM_ERR_PARSE: return "malformed input";
+    case VMEM_ERR_UNSUPPORTED: return "operation not supported";
+    case VMEM_ERR_BUSY: return "resource busy";
+    }
+    return "unknown status";
+}
+
+const char *vmem_backend_name(vmem_backend_kind_t kind)
+{
+    switch (kind) {
+    case VMEM_BACKEND_AUTO: return "auto";
+    case VMEM_BACKEND_SIM: return "sim";
+    case VMEM_BACKEND_SIM_VMM: return "sim-vmm";
+    case VMEM_BACKEND_CUDA: return "cuda";
+    case VMEM_BACKEND_VMM: return "vmm";
+    }
+    return "?";
+}
+
+void vmem_config_init(vmem_config_t *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
+    cfg->version = VMEM_CONFIG_VERSION;
+    cfg->backend = VMEM_BACKEND_AUTO;
+    cfg->host_fallback = 1;
+    cfg->log_level = VMEM_LOG_WARN;
+}
+
+vmem_status_t vmem_parse_size(const char *text, size_t *out)
+{
+    if (!text || !out)
+        return VMEM_ERR_PARSE;
+    const char *s = text;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return VMEM_ERR_PARSE;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return VMEM_ERR_PARSE;
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (shift && toupper((unsigned char)end[0]) == 'I' && toupper((unsigned char)end[1]) == 'B')
+        end += 2;
+    else if (shift && toupper((unsigned char)end[0]) == 'B')
+        end++;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end)
+        return VMEM_ERR_PARSE;
+    if (shift && v > (SIZE_MAX >> shift))
+        return VMEM_ERR_PARSE;
+    *out = (size_t)(v << shift);
+    return VMEM_OK;
+}
+
+static int parse_backend(const char *s, vmem_backend_kind_t *out)
+{
+    static const struct { const char *name; vmem_backend_kind_t kind; } names[] = {
+        {"auto", VMEM_BACKEND_AUTO}, {"sim", VMEM_BACKEND_SIM}, {"sim-vmm", VMEM_BACKEND_SIM_VMM},
+        {"cuda", VMEM_BACKEND_CUDA}, {"vmm", VMEM_BACKEND_VMM},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].kind;
+            return 0;
+        }
+    return -1;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on")) {
+        *out = 1;
+        return 0;
+    }
+    if (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off")) {
+        *out = 0;
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *s, int *out)
+{
+    uint64_t v;
+    if (parse_u64(s, &v) != 0 || v > 1024)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_rate(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(s, &end);
+    if (errno || end == s || *end || !(d >= 0.0 && d <= 1.0))
+        return -1;
+    *out = d;
+    return 0;
+}
+
+static int parse_level(const char *s, vmem_log_level_t *out)
+{
+    static const char *names[] = {"debug", "info", "warn", "error", "none"};
+    for (int i = 0; i < 5; i++)
+        if (!strcasecmp(s, names[i])) {
+            *out = (vmem_log_level_t)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* One table: every VMEM_* variable, what it sets, and its default. */
+enum opt_kind { OPT_SIZE, OPT_BOOL, OPT_U64, OPT_INT, OPT_RATE, OPT_STR, OPT_BACKEND, OPT_LEVEL };
+static const struct opt {
+    const char *name;
+    enum opt_kind kind;
+    size_t offset;
+    const char *what;
+} options[] = {
+    {"VMEM_BACKEND", OPT_BACKEND, offsetof(vmem_config_t, backend), "sim|sim-vmm|cuda|vmm|auto; default auto"},
+    {"VMEM_DEVICE", OPT_INT, offsetof(vmem_config_t, device), "CUDA device ordinal; default 0"},
+    {"VMEM_LIMIT", OPT_SIZE, offsetof(vmem_config_t, limit), "device limit; default the device's free memory"},
+    {"VMEM_START_CAP", OPT_SIZE, offsetof(vmem_config_t, start_cap), "ceiling for raises; default the initial limit"},
+    {"VMEM_HOST_LIMIT", OPT_SIZE, offsetof(vmem_config_t, host_limit), "host fallback limit; default 64G"},
+    {"VMEM_HOST_FALLBACK", OPT_BOOL, offsetof(vmem_config_t, host_fallback), "spill to host; default 1"},
+    {"VMEM_SIM_CAPACITY", OPT_SIZE, offsetof(vmem_config_t, sim_capacity), "simulated device size; default 80G"},
+    {"VMEM_SIM_FAIL_NTH", OPT_U64, offsetof(vmem_config_t, sim_fail_nth), "fail the Nth sim region request; default 0 (off)"},
+    {"VMEM_SIM_FAIL_RATE", OPT_RATE, offsetof(vmem_config_t, sim_fail_rate), "sim region failure probability; default 0"},
+    {"VMEM_SIM_SEED", OPT_U64, offsetof(vmem_config_t, sim_seed), "seed for VMEM_SIM_FAIL_RATE; default 0"},
+    {"VMEM_CONTROL_FILE", OPT_STR, offsetof(vmem_config_t, control_file), "watched JSON control file; default none"},
+    {"VMEM_STATS_FILE", OPT_STR, offsetof(vmem_config_t, stats_file), "statistics JSON written at each step end; default none"},
+    {"VMEM_CONTROL_IMMEDIATE", OPT_BOOL, offsetof(vmem_config_t, control_immediate), "apply control changes at once; default 0"},
+    {"VMEM_LOG_LEVEL", OPT_LEVEL, offsetof(vmem_config_t, log_level), "debug|info|warn|error|none; default warn"},
+};
+
+vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
+{
+    if (!cfg || cfg->size < sizeof *cfg)
+        return VMEM_ERR_INVALID;
+    vmem_config_t tmp = *cfg;
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+        const struct opt *o = &options[i];
+        const char *val = getenv(o->name);
+        if (!val)
+            continue;
+        char *field = (char *)&tmp + o->offset;
+        int bad = 0;
+        switch (o->kind) {
+        case OPT_SIZE: bad = vmem_parse_size(val, (size_t *)field) != VMEM_OK; break;
+        case OPT_BOOL: bad = parse_bool(val, (int *)field); break;
+        case OPT_U64: bad = parse_u64(val, (uint64_t *)field); break;
+        case OPT_INT: bad = parse_int(val, (int *)field); break;
+        case OPT_RATE: bad = parse_rate(val, (double *)field); break;
+        case OPT_STR:
+            if (!*val)
+                bad = 1;
+            else
+                *(const char **)field = val;
+            break;
+        case OPT_BACKEND: bad = parse_backend(val, (vmem_backend_kind_t *)field); break;
+        case OPT_LEVEL: bad = parse_level(val, (vmem_log_level_t *)field); break;
+        }
+        if (bad) {
+            vmem_log(NULL, VMEM_LOG_ERROR, "invalid %s=\"%s\" (expected %s)", o->name, val, o->what);
+            return VMEM_ERR_ENV;
+        }
+    }
+    *cfg = tmp;
+    return VMEM_OK;
+}

@@ -1,0 +1,139 @@
+/* Statistics: the versioned struct, its JSON rendering and the file. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vmem_internal.h"
+
+vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
+{
+    if (!v || !out || out->size < offsetof(vmem_stats_t, limit))
+        return VMEM_ERR_INVALID;
+    vmem_stats_t s;
+    memset(&s, 0, sizeof s);
+    pthread_mutex_lock(&v->lock);
+    s.size = out->size < sizeof s ? out->size : (uint32_t)sizeof s;
+    s.version = VMEM_STATS_VERSION;
+    s.backend = v->dev_backend->name;
+    s.limit = v->dev.limit;
+    s.pending_limit = v->dev.pending ? v->dev.limit : 0;
+    s.start_cap = v->start_cap;
+    s.device_held = v->dev.held;
+    s.device_in_use = v->dev.in_use;
+    s.device_requested = v->dev.requested;
+    s.device_peak_held = v->dev.peak_held;
+    s.device_peak_in_use = v->dev.peak_in_use;
+    s.device_regions = v->dev.nregions;
+    s.host_limit = v->host.limit;
+    s.host_held = v->host.held;
+    s.host_in_use = v->host.in_use;
+    s.host_peak_held = v->host.peak_held;
+    s.host_peak_in_use = v->host.peak_in_use;
+    s.allocs = v->allocs;
+    s.frees = v->frees;
+    s.spills = v->spills;
+    s.spilled_bytes = v->spilled_bytes;
+    s.failures = v->failures;
+    s.bad_frees = v->bad_frees;
+    s.device_region_allocs = v->dev.region_allocs;
+    s.device_region_frees = v->dev.region_frees;
+    s.steps = v->steps;
+    s.last_step_seconds = v->last_step_seconds;
+    s.step_device_min = v->last_step_dev_min;
+    s.step_device_max = v->last_step_dev_max;
+    s.step_host_min = v->last_step_host_min;
+    s.step_host_max = v->last_step_host_max;
+    s.host_fallback = v->host_fallback;
+    s.perf = atomic_load(&v->perf);
+    pthread_mutex_unlock(&v->lock);
+    memcpy(out, &s, s.size);
+    return VMEM_OK;
+}
+
+typedef struct jbuf {
+    char *buf;
+    size_t len, pos;
+} jbuf_t;
+
+static void jprintf(jbuf_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jprintf(jbuf_t *j, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(j->pos < j->len ? j->buf + j->pos : NULL, j->pos < j->len ? j->len - j->pos : 0,
+                      fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        j->pos += (size_t)n;
+}
+
+vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
+{
+    if (!v || (!buf && len))
+        return VMEM_ERR_INVALID;
+    vmem_stats_t s = {.size = sizeof s};
+    vmem_get_stats(v, &s);
+    pthread_mutex_lock(&v->lock);
+    size_t stable_dev = v->stable_dev, stable_host = v->stable_host;
+    const char *reason = v->swap_reason;
+    pthread_mutex_unlock(&v->lock);
+    double frag = s.device_in_use ? (double)s.device_held / (double)s.device_in_use : 0.0;
+    jbuf_t j = {buf, len, 0};
+    jprintf(&j, "{\"version\":%u,\"backend\":\"%s\"", s.version, s.backend);
+    /* AntMan's keys: step min/max memory in use, pool sizes, stable bytes
+     * (in use at the last step boundary), why memory spilled, step time (us). */
+    jprintf(&j, ",\"deviceMemUsedMax\":%zu,\"deviceMemUsedMin\":%zu", s.step_device_max,
+            s.step_device_min);
+    jprintf(&j, ",\"deviceMemPoolSize\":%zu,\"deviceMemStable\":%zu", s.device_held, stable_dev);
+    jprintf(&j, ",\"hostMemUsedMax\":%zu,\"hostMemUsedMin\":%zu", s.step_host_max, s.step_host_min);
+    jprintf(&j, ",\"hostMemPoolSize\":%zu,\"hostMemStable\":%zu", s.host_held, stable_host);
+    jprintf(&j, ",\"swapReason\":\"%s\",\"miniBatchDuration\":%llu", reason,
+            (unsigned long long)(s.last_step_seconds * 1e6 + 0.5));
+    jprintf(&j, ",\"limit\":%zu,\"pendingLimit\":%zu,\"startCap\":%zu", s.limit, s.pending_limit,
+            s.start_cap);
+    jprintf(&j, ",\"deviceHeld\":%zu,\"deviceInUse\":%zu,\"deviceRequested\":%zu", s.device_held,
+            s.device_in_use, s.device_requested);
+    jprintf(&j, ",\"devicePeakHeld\":%zu,\"devicePeakInUse\":%zu,\"deviceRegions\":%zu",
+            s.device_peak_held, s.device_peak_in_use, s.device_regions);
+    jprintf(&j, ",\"hostLimit\":%zu,\"hostHeld\":%zu,\"hostInUse\":%zu,\"hostPeakHeld\":%zu",
+            s.host_limit, s.host_held, s.host_in_use, s.host_peak_held);
+    jprintf(&j, ",\"hostFallback\":%s,\"perf\":%d", s.host_fallback ? "true" : "false", s.perf);
+    jprintf(&j, ",\"allocs\":%llu,\"frees\":%llu,\"spills\":%llu,\"spilledBytes\":%llu",
+            (unsigned long long)s.allocs, (unsigned long long)s.frees,
+            (unsigned long long)s.spills, (unsigned long long)s.spilled_bytes);
+    jprintf(&j, ",\"failures\":%llu,\"badFrees\":%llu,\"steps\":%llu,\"fragmentation\":%.4f}",
+            (unsigned long long)s.failures, (unsigned long long)s.bad_frees,
+            (unsigned long long)s.steps, frag);
+    if (needed)
+        *needed = j.pos;
+    if (j.pos >= len)
+        return VMEM_ERR_SIZE;
+    return VMEM_OK;
+}
+
+vmem_status_t stats_write_file(vmem_t *v, const char *path)
+{
+    char buf[4096];
+    size_t need = 0;
+    if (vmem_stats_json(v, buf, sizeof buf, &need) != VMEM_OK)
+        return VMEM_ERR_SIZE;
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (!tmp)
+        return VMEM_ERR_NOMEM;
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fwrite(buf, 1, need, f) == need && fputc('\n', f) != EOF;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        free(tmp);
+        vmem_log(v, VMEM_LOG_ERROR, "statistics file %s: cannot write", path);
+        return VMEM_ERR_IO;
+    }
+    free(tmp);
+    return VMEM_OK;
+}

@@ -1,0 +1,586 @@
+/* The allocator: routing between the device arena and the host fallback,
+ * the limit, the step hook, pointer information and the vtable. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmem_internal.h"
+
+static _Thread_local vmem_status_t tls_status;
+
+vmem_status_t vmem_last_status(void) { return tls_status; }
+
+/* ------------------------------------------------------------------------ */
+/* Create / destroy                                                         */
+/* ------------------------------------------------------------------------ */
+
+static vmem_status_t backends_open(const vmem_config_t *cfg, backend_t **dev, backend_t **host)
+{
+    vmem_backend_kind_t kind = cfg->backend;
+    size_t host_cap = cfg->host_limit ? cfg->host_limit : VMEM_DEFAULT_HOST_LIMIT;
+    vmem_status_t st;
+    if (kind == VMEM_BACKEND_AUTO) {
+        if (backend_cuda_present(cfg->device))
+            kind = backend_vmm_create(cfg->device, dev) == VMEM_OK ? VMEM_BACKEND_VMM
+                                                                    : VMEM_BACKEND_CUDA;
+        else
+            kind = VMEM_BACKEND_SIM;
+        if (kind == VMEM_BACKEND_VMM)
+            goto host;
+    }
+    switch (kind) {
+    case VMEM_BACKEND_SIM:
+    case VMEM_BACKEND_SIM_VMM:
+        st = backend_sim_create(cfg->sim_capacity ? cfg->sim_capacity : VMEM_DEFAULT_SIM_CAPACITY,
+                                kind == VMEM_BACKEND_SIM_VMM, dev);
+        if (st != VMEM_OK)
+            return st;
+        backend_set_faults(*dev, cfg->sim_fail_nth, cfg->sim_fail_rate, cfg->sim_seed);
+        st = backend_host_create(host_cap, host);
+        if (st != VMEM_OK) {
+            backend_destroy(*dev);
+            return st;
+        }
+        return VMEM_OK;
+    case VMEM_BACKEND_CUDA:
+        st = backend_cuda_create(cfg->device, dev);
+        break;
+    case VMEM_BACKEND_VMM:
+        st = backend_vmm_create(cfg->device, dev);
+        break;
+    default:
+        return VMEM_ERR_INVALID;
+    }
+    if (st != VMEM_OK)
+        return st;
+host:
+    st = backend_pinned_create(cfg->device, host);
+    if (st != VMEM_OK) {
+        backend_destroy(*dev);
+        return st;
+    }
+    return VMEM_OK;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
+{
+    vmem_config_t cfg;
+    if (!out) {
+        vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: out is NULL");
+        return VMEM_ERR_INVALID;
+    }
+    if (cfg_in) {
+        if (cfg_in->size < sizeof cfg || cfg_in->version != VMEM_CONFIG_VERSION) {
+            vmem_log(NULL, VMEM_LOG_ERROR,
+                     "vmem_create: config not initialised with vmem_config_init (size %u, version %u)",
+                     cfg_in->size, cfg_in->version);
+            return VMEM_ERR_INVALID;
+        }
+        cfg = *cfg_in;
+    } else {
+        vmem_config_init(&cfg);
+        vmem_status_t st = vmem_config_from_env(&cfg);
+        if (st != VMEM_OK)
+            return st;
+    }
+    if (cfg.backend < VMEM_BACKEND_AUTO || cfg.backend > VMEM_BACKEND_VMM || cfg.device < 0 ||
+        cfg.sim_fail_rate < 0 || cfg.sim_fail_rate > 1 || cfg.log_level > VMEM_LOG_NONE) {
+        vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: invalid configuration field");
+        return VMEM_ERR_INVALID;
+    }
+    if (cfg.start_cap && cfg.limit > cfg.start_cap) {
+        vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: limit %zu above start cap %zu", cfg.limit,
+                 cfg.start_cap);
+        return VMEM_ERR_INVALID;
+    }
+
+    vmem_t *v = calloc(1, sizeof *v);
+    if (!v)
+        return VMEM_ERR_NOMEM;
+    v->log_fn = cfg.log_fn;
+    v->log_ctx = cfg.log_ctx;
+    v->log_level = cfg.log_level;
+    vmem_status_t st = backends_open(&cfg, &v->dev_backend, &v->host_backend);
+    if (st != VMEM_OK) {
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_create: backend %s: %s", vmem_backend_name(cfg.backend),
+                 vmem_strerror(st));
+        free(v);
+        return st;
+    }
+    size_t limit = cfg.limit;
+    if (limit == 0) {
+        size_t free_b = 0, total_b = 0;
+        if (backend_mem_info(v->dev_backend, &free_b, &total_b) == VMEM_OK)
+            limit = free_b;
+    }
+    size_t host_limit = cfg.host_limit ? cfg.host_limit : VMEM_DEFAULT_HOST_LIMIT;
+    bfc_params_t dp = {.min_region = (size_t)2 << 20, .max_region = (size_t)1 << 30,
+                       .split_min = BFC_ALIGN, .keep_regions = 0};
+    bfc_params_t hp = {.min_region = (size_t)64 << 20, .max_region = (size_t)1 << 30,
+                       .split_min = BFC_ALIGN, .keep_regions = 1};
+    if (bfc_init(&v->dev, v->dev_backend, &dp, limit) != VMEM_OK ||
+        bfc_init(&v->host, v->host_backend, &hp, host_limit) != VMEM_OK) {
+        bfc_fini(&v->dev);
+        backend_destroy(v->dev_backend);
+        backend_destroy(v->host_backend);
+        free(v);
+        return VMEM_ERR_NOMEM;
+    }
+    v->cfg = cfg;
+    v->control_file = dup_or_null(cfg.control_file);
+    v->stats_file = dup_or_null(cfg.stats_file);
+    v->cfg.control_file = v->control_file;
+    v->cfg.stats_file = v->stats_file;
+    v->start_cap = cfg.start_cap ? cfg.start_cap : limit;
+    v->host_fallback = cfg.host_fallback != 0;
+    v->swap_reason = "none";
+    v->step_start = vmem_now();
+    atomic_store(&v->perf, 100);
+    pthread_mutex_init(&v->lock, NULL);
+    if (v->control_file) {
+        st = control_start(v, v->control_file);
+        if (st != VMEM_OK) {
+            vmem_destroy(v);
+            return st;
+        }
+    }
+    vmem_log(v, VMEM_LOG_INFO, "created: backend %s, limit %zu, host limit %zu",
+             v->dev_backend->name, limit, host_limit);
+    *out = v;
+    return VMEM_OK;
+}
+
+void vmem_destroy(vmem_t *v)
+{
+    if (!v)
+        return;
+    control_stop(v);
+    size_t live = bfc_fini(&v->dev) + bfc_fini(&v->host);
+    if (live)
+        vmem_log(v, VMEM_LOG_WARN, "destroyed with %zu live blocks", live);
+    backend_destroy(v->dev_backend);
+    backend_destroy(v->host_backend);
+    pthread_mutex_destroy(&v->lock);
+    free(v->control_file);
+    free(v->stats_file);
+    free(v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Events                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct pending_event {
+    vmem_event_fn fn;
+    void *ctx;
+    vmem_event_t ev;
+} pending_event_t;
+
+static void event_prepare(vmem_t *v, pending_event_t *pe, vmem_event_kind_t kind)
+{
+    pe->fn = v->cb_fn[kind];
+    pe->ctx = v->cb_ctx[kind];
+    memset(&pe->ev, 0, sizeof pe->ev);
+    pe->ev.kind = kind;
+}
+
+static void event_fire(const pending_event_t *pe)
+{
+    if (pe->fn)
+        pe->fn(pe->ctx, &pe->ev);
+}
+
+vmem_status_t vmem_set_callback(vmem_t *v, vmem_event_kind_t kind, vmem_event_fn fn, void *ctx)
+{
+    if (!v || kind < VMEM_EVENT_SPILL || kind > VMEM_EVENT_LIMIT_CHANGED)
+        return VMEM_ERR_INVALID;
+    pthread_mutex_lock(&v->lock);
+    v->cb_fn[kind] = fn;
+    v->cb_ctx[kind] = fn ? ctx : NULL;
+    pthread_mutex_unlock(&v->lock);
+    return VMEM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Alloc / free                                                             */
+/* ------------------------------------------------------------------------ */
+
+static void step_track(vmem_t *v)
+{
+    size_t d = v->dev.in_use, h = v->host.in_use;
+    if (d < v->step_dev_min)
+        v->step_dev_min = d;
+    if (d > v->step_dev_max)
+        v->step_dev_max = d;
+    if (h < v->step_host_min)
+        v->step_host_min = h;
+    if (h > v->step_host_max)
+        v->step_host_max = h;
+}
+
+static uintptr_t stream_tag(vmem_t *v, void *stream)
+{
+    if (!v->multi_stream) {
+        int i;
+        for (i = 0; i < v->nstreams; i++)
+            if (v->streams[i] == stream)
+                return 0;
+        if (v->nstreams == 0) {
+            v->streams[v->nstreams++] = stream;
+            return 0;
+        }
+        /* A second stream: from now on free blocks carry their stream.  What
+         * was freed before on the first stream may still be in use by its
+         * queued work: wait for it once. */
+        backend_stream_sync(v->streams[0]);
+        v->multi_stream = 1;
+    }
+    int known = 0;
+    for (int i = 0; i < v->nstreams; i++)
+        known |= v->streams[i] == stream;
+    if (!known && v->nstreams < VMEM_MAX_STREAMS)
+        v->streams[v->nstreams++] = stream;
+    return (uintptr_t)stream + 1; /* never 0: 0 means "any stream" */
+}
+
+/* Waits for every stream's queued work and makes all free blocks usable
+ * by any stream. */
+static void streams_settle(vmem_t *v)
+{
+    for (int i = 0; i < v->nstreams; i++)
+        backend_stream_sync(v->streams[i]);
+    bfc_clear_tags(&v->dev);
+    bfc_clear_tags(&v->host);
+}
+
+static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *st,
+                          pending_event_t *pe)
+{
+    void *p = bfc_alloc(&v->dev, size, tag);
+    if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
+        if (v->multi_stream) {
+            streams_settle(v);
+            p = bfc_alloc(&v->dev, size, tag);
+        }
+        if (!p && !v->dev.pending && bfc_release(&v->dev, 0) > 0)
+            p = bfc_alloc(&v->dev, size, tag);
+    }
+    if (p) {
+        v->allocs++;
+        step_track(v);
+        *st = VMEM_OK;
+        return p;
+    }
+    if (v->dev.last_fail == BFC_FAIL_SIZE) {
+        *st = VMEM_ERR_SIZE;
+    } else if (v->host_fallback) {
+        bfc_fail_reason_t why = v->dev.last_fail;
+        p = bfc_alloc(&v->host, size, tag);
+        if (!p && v->multi_stream) {
+            streams_settle(v);
+            p = bfc_alloc(&v->host, size, tag);
+        }
+        if (p) {
+            v->allocs++;
+            v->spills++;
+            v->spilled_bytes += size;
+            v->swap_reason = why == BFC_FAIL_LIMIT ? "limit" : "device_full";
+            step_track(v);
+            event_prepare(v, pe, VMEM_EVENT_SPILL);
+            pe->ev.size = size;
+            *st = VMEM_OK;
+            return p;
+        }
+        *st = VMEM_ERR_NOMEM;
+    } else {
+        *st = VMEM_ERR_NOMEM;
+    }
+    v->failures++;
+    event_prepare(v, pe, VMEM_EVENT_ALLOC_FAILED);
+    pe->ev.size = size;
+    pe->ev.status = *st;
+    return NULL;
+}
+
+void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
+{
+    if (!v) {
+        tls_status = VMEM_ERR_INVALID;
+        return NULL;
+    }
+    if (bfc_round(size) == 0) {
+        tls_status = VMEM_ERR_SIZE;
+        pthread_mutex_lock(&v->lock);
+        v->failures++;
+        pthread_mutex_unlock(&v->lock);
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_alloc: invalid size %zu", size);
+        return NULL;
+    }
+    vmem_status_t st;
+    pending_event_t pe = {0};
+    pthread_mutex_lock(&v->lock);
+    void *p = alloc_locked(v, size, stream_tag(v, stream), &st, &pe);
+    pthread_mutex_unlock(&v->lock);
+    tls_status = st;
+    if (!p)
+        vmem_log(v, VMEM_LOG_WARN, "vmem_alloc(%zu): %s", size, vmem_strerror(st));
+    event_fire(&pe);
+    return p;
+}
+
+void *vmem_alloc(vmem_t *v, size_t size) { return vmem_alloc_stream(v, size, NULL); }
+
+vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
+{
+    if (!v)
+        return VMEM_ERR_INVALID;
+    if (!ptr)
+        return VMEM_OK;
+    pthread_mutex_lock(&v->lock);
+    uintptr_t tag = v->multi_stream ? stream_tag(v, stream) : 0;
+    vmem_status_t st = bfc_free(&v->dev, ptr, tag, NULL);
+    if (st == VMEM_ERR_FOREIGN_PTR)
+        st = bfc_free(&v->host, ptr, tag, NULL);
+    if (st == VMEM_OK) {
+        v->frees++;
+        step_track(v);
+    } else {
+        st = bfc_classify(&v->dev, ptr);
+        if (st == VMEM_ERR_FOREIGN_PTR)
+            st = bfc_classify(&v->host, ptr);
+        v->bad_frees++;
+    }
+    pthread_mutex_unlock(&v->lock);
+    if (st != VMEM_OK)
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_free(%p): %s", ptr, vmem_strerror(st));
+    return st;
+}
+
+vmem_status_t vmem_free(vmem_t *v, void *ptr) { return vmem_free_stream(v, ptr, NULL); }
+
+/* ------------------------------------------------------------------------ */
+/* Limits                                                                   */
+/* ------------------------------------------------------------------------ */
+
+vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *applied)
+{
+    if (!v || (flags & ~VMEM_LIMIT_FORCE))
+        return VMEM_ERR_INVALID;
+    pending_event_t pe = {0};
+    pthread_mutex_lock(&v->lock);
+    if (bytes > v->start_cap) {
+        if (!(flags & VMEM_LIMIT_FORCE)) {
+            size_t cap = v->start_cap;
+            pthread_mutex_unlock(&v->lock);
+            vmem_log(v, VMEM_LOG_ERROR,
+                     "vmem_set_limit(%zu): above the start cap %zu (use VMEM_LIMIT_FORCE)", bytes,
+                     cap);
+            return VMEM_ERR_ABOVE_CAP;
+        }
+        v->start_cap = bytes;
+    }
+    size_t old = v->dev.limit;
+    vmem_status_t st = bfc_set_limit(&v->dev, bytes);
+    size_t held = v->dev.held;
+    if (old != bytes) {
+        event_prepare(v, &pe, VMEM_EVENT_LIMIT_CHANGED);
+        pe.ev.old_limit = old;
+        pe.ev.new_limit = bytes;
+    }
+    pthread_mutex_unlock(&v->lock);
+    if (applied)
+        *applied = held;
+    vmem_log(v, st == VMEM_OK ? VMEM_LOG_INFO : VMEM_LOG_WARN,
+             "limit %zu -> %zu: device holds %zu%s", old, bytes, held,
+             st == VMEM_PENDING ? " (shrink pending until live blocks are freed)" : "");
+    event_fire(&pe);
+    return st;
+}
+
+vmem_status_t vmem_set_limit_ex(vmem_t *v, size_t bytes, unsigned flags, size_t *applied)
+{
+    return vmem_apply_limit(v, bytes, flags, applied);
+}
+
+vmem_status_t vmem_set_limit(vmem_t *v, size_t bytes, size_t *applied)
+{
+    return vmem_apply_limit(v, bytes, 0, applied);
+}
+
+vmem_status_t vmem_get_limit(vmem_t *v, size_t *limit)
+{
+    if (!v || !limit)
+        return VMEM_ERR_INVALID;
+    pthread_mutex_lock(&v->lock);
+    *limit = v->dev.limit;
+    pthread_mutex_unlock(&v->lock);
+    return VMEM_OK;
+}
+
+vmem_status_t vmem_set_host_limit(vmem_t *v, size_t bytes)
+{
+    if (!v)
+        return VMEM_ERR_INVALID;
+    pthread_mutex_lock(&v->lock);
+    vmem_status_t st = bfc_set_limit(&v->host, bytes);
+    pthread_mutex_unlock(&v->lock);
+    return st;
+}
+
+vmem_status_t vmem_set_host_fallback(vmem_t *v, int enabled)
+{
+    if (!v)
+        return VMEM_ERR_INVALID;
+    pthread_mutex_lock(&v->lock);
+    v->host_fallback = enabled != 0;
+    pthread_mutex_unlock(&v->lock);
+    return VMEM_OK;
+}
+
+vmem_status_t vmem_trim(vmem_t *v, size_t *released)
+{
+    if (!v)
+        return VMEM_ERR_INVALID;
+    pthread_mutex_lock(&v->lock);
+    size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0);
+    pthread_mutex_unlock(&v->lock);
+    if (released)
+        *released = n;
+    return VMEM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Step hook                                                                */
+/* ------------------------------------------------------------------------ */
+
+vmem_status_t vmem_step_end(vmem_t *v)
+{
+    if (!v)
+        return VMEM_ERR_INVALID;
+    control_apply_pending(v);
+    double now = vmem_now();
+    pthread_mutex_lock(&v->lock);
+    double dur = now - v->step_start;
+    v->steps++;
+    v->last_step_seconds = dur;
+    v->last_step_dev_min = v->step_dev_min;
+    v->last_step_dev_max = v->step_dev_max;
+    v->last_step_host_min = v->step_host_min;
+    v->last_step_host_max = v->step_host_max;
+    v->stable_dev = v->dev.in_use;
+    v->stable_host = v->host.in_use;
+    v->step_dev_min = v->step_dev_max = v->dev.in_use;
+    v->step_host_min = v->step_host_max = v->host.in_use;
+    pthread_mutex_unlock(&v->lock);
+    vmem_status_t st = VMEM_OK;
+    if (v->stats_file)
+        st = stats_write_file(v, v->stats_file);
+    control_pace(v, dur);
+    pthread_mutex_lock(&v->lock);
+    v->step_start = vmem_now();
+    pthread_mutex_unlock(&v->lock);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pointer information, check, faults                                       */
+/* ------------------------------------------------------------------------ */
+
+vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
+{
+    if (!v || !info)
+        return VMEM_ERR_INVALID;
+    pthread_mutex_lock(&v->lock);
+    vmem_location_t loc = VMEM_LOC_DEVICE;
+    const bfc_chunk_t *c = bfc_find_live(&v->dev, ptr);
+    if (!c) {
+        c = bfc_find_live(&v->host, ptr);
+        loc = VMEM_LOC_HOST;
+    }
+    if (c) {
+        info->location = loc;
+        info->requested = c->requested;
+        info->size = c->size;
+        info->base = (void *)c->addr;
+    }
+    pthread_mutex_unlock(&v->lock);
+    return c ? VMEM_OK : VMEM_ERR_FOREIGN_PTR;
+}
+
+vmem_status_t vmem_check(vmem_t *v)
+{
+    if (!v)
+        return VMEM_ERR_INVALID;
+    char why[256];
+    pthread_mutex_lock(&v->lock);
+    vmem_status_t st = bfc_check(&v->dev, why, sizeof why);
+    const char *which = "device";
+    if (st == VMEM_OK) {
+        st = bfc_check(&v->host, why, sizeof why);
+        which = "host";
+    }
+    if (st == VMEM_OK && v->dev.limit > v->start_cap) {
+        snprintf(why, sizeof why, "limit %zu above start cap %zu", v->dev.limit, v->start_cap);
+        which = "device";
+        st = VMEM_ERR_INVALID;
+    }
+    pthread_mutex_unlock(&v->lock);
+    if (st != VMEM_OK)
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_check: %s arena: %s", which, why);
+    return st;
+}
+
+vmem_status_t vmem_inject_faults(vmem_t *v, vmem_arena_kind_t arena, uint64_t nth, double rate,
+                                 uint64_t seed)
+{
+    if (!v || (arena != VMEM_ARENA_DEVICE && arena != VMEM_ARENA_HOST) || !(rate >= 0 && rate <= 1))
+        return VMEM_ERR_INVALID;
+    backend_t *b = arena == VMEM_ARENA_DEVICE ? v->dev_backend : v->host_backend;
+    if (!(b->flags & BACKEND_F_SIMULATED))
+        return VMEM_ERR_UNSUPPORTED;
+    pthread_mutex_lock(&v->lock);
+    backend_set_faults(b, nth, rate, seed);
+    pthread_mutex_unlock(&v->lock);
+    return VMEM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The vtable allocator                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void *vt_alloc(void *ctx, size_t size, void *stream)
+{
+    return vmem_alloc_stream(ctx, size, stream);
+}
+static int vt_free(void *ctx, void *ptr, void *stream) { return vmem_free_stream(ctx, ptr, stream); }
+static int vt_set_limit(void *ctx, size_t bytes, size_t *applied)
+{
+    return vmem_set_limit(ctx, bytes, applied);
+}
+static size_t vt_get_limit(void *ctx)
+{
+    size_t l = 0;
+    vmem_get_limit(ctx, &l);
+    return l;
+}
+static int vt_step_end(void *ctx) { return vmem_step_end(ctx); }
+static int vt_stats_json(void *ctx, char *buf, size_t len, size_t *needed)
+{
+    return vmem_stats_json(ctx, buf, len, needed);
+}
+
+vmem_status_t vmem_get_allocator(vmem_t *v, vmem_allocator_t *out)
+{
+    if (!v || !out)
+        return VMEM_ERR_INVALID;
+    out->ctx = v;
+    out->alloc = vt_alloc;
+    out->free = vt_free;
+    out->set_limit = vt_set_limit;
+    out->get_limit = vt_get_limit;
+    out->step_end = vt_step_end;
+    out->stats_json = vt_stats_json;
+    return VMEM_OK;
+}

@@ -1,0 +1,90 @@
+/* The allocator instance and the helpers shared between libvmem's source
+ * files.  Not installed. */
+#ifndef VMEM_INTERNAL_H
+#define VMEM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backend.h"
+#include "bfc.h"
+#include "vmem.h"
+
+#define VMEM_DEFAULT_HOST_LIMIT ((size_t)64 << 30)
+#define VMEM_DEFAULT_SIM_CAPACITY ((size_t)80 << 30)
+#define VMEM_MAX_STREAMS 64
+
+struct control; /* control.c */
+
+/*
+ * One allocator instance.
+ * Invariants (under lock):
+ *  - dev.limit <= start_cap unless a forced raise moved start_cap;
+ *  - every live block is in exactly one of dev.live, host.live;
+ *  - step_*_min <= current in-use <= step_*_max since the last step end.
+ */
+struct vmem {
+    pthread_mutex_t lock;
+    vmem_config_t cfg;          /* copy; strings below are owned copies */
+    char *control_file;
+    char *stats_file;
+    backend_t *dev_backend;
+    backend_t *host_backend;
+    bfc_arena_t dev;
+    bfc_arena_t host;
+    size_t start_cap;
+    int host_fallback;
+    vmem_log_fn log_fn;
+    void *log_ctx;
+    vmem_log_level_t log_level;
+
+    /* counters */
+    uint64_t allocs, frees, spills, spilled_bytes, failures, bad_frees;
+    const char *swap_reason;    /* "none", "limit", "device_full" */
+
+    /* step accounting */
+    uint64_t steps;
+    double step_start;          /* monotonic seconds */
+    double last_step_seconds;
+    size_t step_dev_min, step_dev_max, step_host_min, step_host_max;
+    size_t last_step_dev_min, last_step_dev_max, last_step_host_min, last_step_host_max;
+    size_t stable_dev, stable_host; /* in use at the last step end */
+
+    /* streams: tags are per-stream only once two streams were seen */
+    void *streams[VMEM_MAX_STREAMS];
+    int nstreams;
+    int multi_stream;
+
+    /* callbacks */
+    vmem_event_fn cb_fn[4];
+    void *cb_ctx[4];
+
+    /* runtime control (control.c); perf is the GPU time share in percent */
+    struct control *control;
+    _Atomic int perf;
+};
+
+/* log.c */
+void vmem_log(const vmem_t *v, vmem_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* time in seconds from a monotonic clock */
+double vmem_now(void);
+
+/* vmem.c: applies a new limit with the lock NOT held (used by control.c). */
+vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *applied);
+
+/* control.c: start/stop the watcher, apply what it read (at step end or at
+ * once), and the pacing of vmem_step_end. */
+vmem_status_t control_start(vmem_t *v, const char *path);
+void control_stop(vmem_t *v);
+void control_apply_pending(vmem_t *v);
+void control_pace(vmem_t *v, double step_seconds);
+
+/* stats.c */
+vmem_status_t stats_write_file(vmem_t *v, const char *path);
+
+/* backend_cuda.c: waits for the work queued on a stream (no-op without CUDA) */
+void backend_stream_sync(void *stream);
+
+#endif
