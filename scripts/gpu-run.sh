@@ -82,7 +82,7 @@ device() {
             ;;
         demo)
             if LD_LIBRARY_PATH="$VMEM_TEST_LD" ./build-gpu/examples/vmem-demo >"$OUT/demo.log" 2>&1; then
-                summary+=("demo: ok ($(head -1 "$OUT/demo.log"))")
+                summary+=("demo: ok ($(grep -m1 "libvmem demo on" "$OUT/demo.log"))")
             else
                 summary+=("demo: FAILED")
             fi
