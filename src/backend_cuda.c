@@ -205,6 +205,73 @@ void backend_stream_sync(void *stream)
     if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess)
         cudaGetLastError();
 }
+
+/* The device is made current around both calls: the event belongs to it,
+ * and the NULL stream means the current device's default stream. */
+int backend_fence_record(void **fence, void *stream, int device)
+{
+    int saved;
+    if (device_enter(device, &saved) != 0) {
+        cudaGetLastError();
+        return -1;
+    }
+    cudaError_t err = cudaSuccess;
+    if (!*fence) {
+        cudaEvent_t e;
+        err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+        if (err == cudaSuccess)
+            *fence = e;
+    }
+    if (err == cudaSuccess)
+        err = cudaEventRecord((cudaEvent_t)*fence, (cudaStream_t)stream);
+    device_leave(device, saved);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
+int backend_fence_done(void *fence)
+{
+    if (!fence)
+        return 1;
+    cudaError_t err = cudaEventQuery((cudaEvent_t)fence);
+    if (err == cudaErrorNotReady)
+        return 0;
+    if (err != cudaSuccess)
+        cudaGetLastError(); /* a broken event cannot be waited on either */
+    return 1;
+}
+
+void backend_fence_wait(void *fence)
+{
+    if (fence && cudaEventSynchronize((cudaEvent_t)fence) != cudaSuccess)
+        cudaGetLastError();
+}
+
+void backend_fence_destroy(void *fence)
+{
+    if (fence)
+        cudaEventDestroy((cudaEvent_t)fence);
+}
 #else
 void backend_stream_sync(void *stream) { (void)stream; }
+
+int backend_fence_record(void **fence, void *stream, int device)
+{
+    (void)fence;
+    (void)stream;
+    (void)device;
+    return -1;
+}
+
+int backend_fence_done(void *fence)
+{
+    (void)fence;
+    return 1;
+}
+
+void backend_fence_wait(void *fence) { (void)fence; }
+void backend_fence_destroy(void *fence) { (void)fence; }
 #endif

@@ -157,6 +157,8 @@ void vmem_destroy(vmem_t *v)
     if (!v)
         return;
     control_stop(v);
+    for (int i = 0; i < v->nstreams; i++)
+        backend_fence_destroy(v->fences[i]);
     size_t live = bfc_fini(&v->dev) + bfc_fini(&v->host);
     if (live)
         vmem_log(v, VMEM_LOG_WARN, "destroyed with %zu live blocks", live);
@@ -220,39 +222,92 @@ static void step_track(vmem_t *v)
         v->step_host_max = h;
 }
 
+/* 1 when stream handles are real CUDA streams.  On a simulated device they
+ * are opaque tokens and nothing runs asynchronously, so nothing is waited
+ * for, but blocks are still tagged (tests check who may reuse what). */
+static int streams_real(const vmem_t *v)
+{
+    return !(v->dev_backend->flags & BACKEND_F_SIMULATED);
+}
+
+static void stream_wait(vmem_t *v, void *stream)
+{
+    if (streams_real(v))
+        backend_stream_sync(stream);
+}
+
+/* Index of stream in v->streams, registering it if there is room; -1 when
+ * the table is full. */
+static int stream_index(vmem_t *v, void *stream)
+{
+    for (int i = 0; i < v->nstreams; i++)
+        if (v->streams[i] == stream)
+            return i;
+    if (v->nstreams == VMEM_MAX_STREAMS)
+        return -1;
+    v->streams[v->nstreams] = stream;
+    v->fences[v->nstreams] = NULL;
+    v->dirty[v->nstreams] = 0;
+    return v->nstreams++;
+}
+
+/* The tag of blocks allocated on stream: 0 ("any stream") while a single
+ * stream has been seen, the stream's own tag afterwards. */
 static uintptr_t stream_tag(vmem_t *v, void *stream)
 {
     if (!v->multi_stream) {
-        int i;
-        for (i = 0; i < v->nstreams; i++)
-            if (v->streams[i] == stream)
-                return 0;
-        if (v->nstreams == 0) {
-            v->streams[v->nstreams++] = stream;
+        if (v->nstreams == 0)
+            stream_index(v, stream);
+        if (v->streams[0] == stream)
             return 0;
-        }
         /* A second stream: from now on free blocks carry their stream.  What
-         * was freed before on the first stream may still be in use by its
-         * queued work: wait for it once. */
-        backend_stream_sync(v->streams[0]);
+         * was freed before on the first stream is untagged and may still be
+         * in use by its queued work: wait for it, once. */
+        stream_wait(v, v->streams[0]);
         v->multi_stream = 1;
     }
-    int known = 0;
-    for (int i = 0; i < v->nstreams; i++)
-        known |= v->streams[i] == stream;
-    if (!known && v->nstreams < VMEM_MAX_STREAMS)
-        v->streams[v->nstreams++] = stream;
     return (uintptr_t)stream + 1; /* never 0: 0 means "any stream" */
 }
 
-/* Waits for every stream's queued work and makes all free blocks usable
- * by any stream. */
-static void streams_settle(vmem_t *v)
+/* The tag of a block freed on stream.  Once several streams are in use it
+ * records the stream's fence (an event at this point of its queue), which
+ * other streams wait for before they reuse the block.  Without a fence (the
+ * stream table is full, or the event failed) it waits for the stream now,
+ * after which the block is safe for every stream. */
+static uintptr_t stream_free_tag(vmem_t *v, void *stream)
 {
-    for (int i = 0; i < v->nstreams; i++)
-        backend_stream_sync(v->streams[i]);
-    bfc_clear_tags(&v->dev);
-    bfc_clear_tags(&v->host);
+    uintptr_t tag = stream_tag(v, stream);
+    if (!tag)
+        return 0;
+    int i = stream_index(v, stream);
+    if (i < 0 ||
+        (streams_real(v) && backend_fence_record(&v->fences[i], stream, v->cfg.device) != 0)) {
+        stream_wait(v, stream);
+        return 0;
+    }
+    v->dirty[i] = 1;
+    return tag;
+}
+
+/* Makes every free block usable by every stream: waits (only as long as
+ * needed) for each stream's fence, i.e. for the work it queued before its
+ * latest free, then clears the tags.  Returns 1 if any block was tagged. */
+static int streams_settle(vmem_t *v)
+{
+    int any = 0;
+    for (int i = 0; i < v->nstreams; i++) {
+        if (!v->dirty[i])
+            continue;
+        any = 1;
+        if (!backend_fence_done(v->fences[i]))
+            backend_fence_wait(v->fences[i]);
+        v->dirty[i] = 0;
+    }
+    if (any) {
+        bfc_clear_tags(&v->dev);
+        bfc_clear_tags(&v->host);
+    }
+    return any;
 }
 
 static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *st,
@@ -260,10 +315,8 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *
 {
     void *p = bfc_alloc(&v->dev, size, tag);
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
-        if (v->multi_stream) {
-            streams_settle(v);
+        if (v->multi_stream && streams_settle(v))
             p = bfc_alloc(&v->dev, size, tag);
-        }
         if (!p && !v->dev.pending && bfc_release(&v->dev, 0) > 0)
             p = bfc_alloc(&v->dev, size, tag);
     }
@@ -278,10 +331,8 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *
     } else if (v->host_fallback) {
         bfc_fail_reason_t why = v->dev.last_fail;
         p = bfc_alloc(&v->host, size, tag);
-        if (!p && v->multi_stream) {
-            streams_settle(v);
+        if (!p && v->multi_stream && streams_settle(v))
             p = bfc_alloc(&v->host, size, tag);
-        }
         if (p) {
             v->allocs++;
             v->spills++;
@@ -339,7 +390,7 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
     if (!ptr)
         return VMEM_OK;
     pthread_mutex_lock(&v->lock);
-    uintptr_t tag = v->multi_stream ? stream_tag(v, stream) : 0;
+    uintptr_t tag = stream_free_tag(v, stream);
     vmem_status_t st = bfc_free(&v->dev, ptr, tag, NULL);
     if (st == VMEM_ERR_FOREIGN_PTR)
         st = bfc_free(&v->host, ptr, tag, NULL);

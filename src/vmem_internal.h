@@ -50,8 +50,13 @@ struct vmem {
     size_t last_step_dev_min, last_step_dev_max, last_step_host_min, last_step_host_max;
     size_t stable_dev, stable_host; /* in use at the last step end */
 
-    /* streams: tags are per-stream only once two streams were seen */
+    /* streams: tags are per-stream only once two streams were seen.  Then
+     * fences[i] is an event recorded on streams[i] at its latest free
+     * (NULL before its first free, and always on simulated backends), and
+     * dirty[i] says that free chunks tagged with streams[i] may exist. */
     void *streams[VMEM_MAX_STREAMS];
+    void *fences[VMEM_MAX_STREAMS];
+    unsigned char dirty[VMEM_MAX_STREAMS];
     int nstreams;
     int multi_stream;
 
@@ -86,5 +91,17 @@ vmem_status_t stats_write_file(vmem_t *v, const char *path);
 
 /* backend_cuda.c: waits for the work queued on a stream (no-op without CUDA) */
 void backend_stream_sync(void *stream);
+
+/* backend_cuda.c: stream fences (CUDA events, no-ops without CUDA).
+ * backend_fence_record records on stream the point reached by its queued
+ * work, creating the event on device if *fence is NULL; returns 0, or -1
+ * if no event could be created or recorded (the caller then waits for the
+ * stream instead).  backend_fence_done returns 1 once that work has
+ * completed (and for a NULL fence), 0 otherwise; backend_fence_wait
+ * blocks until then. */
+int backend_fence_record(void **fence, void *stream, int device);
+int backend_fence_done(void *fence);
+void backend_fence_wait(void *fence);
+void backend_fence_destroy(void *fence);
 
 #endif
