@@ -1,0 +1,178 @@
+/* The shared replay method; see replay.h. */
+#include "replay.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+double replay_pass(const trace_t *t, const replay_ops_t *ops, void **ptrs, uint64_t *failed,
+                   replay_observe_fn observe, void *octx)
+{
+    const trace_event_t *ev = t->events;
+    size_t n = t->nevents;
+    void *ctx = ops->ctx;
+    void *(*alloc)(void *, size_t) = ops->alloc;
+    void (*release)(void *, void *) = ops->free;
+    uint64_t nfail = 0;
+    double t0 = now_ns();
+    if (!observe) {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t s = ev[i].slot;
+            if (!ev[i].is_free) {
+                void *p = alloc(ctx, (size_t)ev[i].size);
+                ptrs[s] = p;
+                nfail += p == NULL;
+            } else {
+                void *p = ptrs[s];
+                ptrs[s] = NULL;
+                if (p)
+                    release(ctx, p);
+            }
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t s = ev[i].slot;
+            if (!ev[i].is_free) {
+                void *p = alloc(ctx, (size_t)ev[i].size);
+                ptrs[s] = p;
+                nfail += p == NULL;
+            } else {
+                void *p = ptrs[s];
+                ptrs[s] = NULL;
+                if (p)
+                    release(ctx, p);
+            }
+            observe(octx, i);
+        }
+    }
+    double elapsed = now_ns() - t0;
+    for (size_t s = 0; s < t->nslots; s++) {
+        if (ptrs[s]) {
+            release(ctx, ptrs[s]);
+            ptrs[s] = NULL;
+        }
+    }
+    if (failed)
+        *failed = nfail;
+    return elapsed;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double replay_median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void replay_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+void replay_json_number(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.6g", v);
+    else
+        fputs("null", f);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int usage(const char *prog)
+{
+    fprintf(stderr, "usage: %s [--repeat N] TRACE.txt.gz ...\n", prog);
+    return 2;
+}
+
+int replay_cli(int argc, char **argv, replay_target_t *target)
+{
+    int repeat = 5, first = 1;
+    for (; first < argc && argv[first][0] == '-' && argv[first][1]; first++) {
+        if (strcmp(argv[first], "--repeat") == 0 && first + 1 < argc) {
+            char *end;
+            long r = strtol(argv[++first], &end, 10);
+            if (*end || r < 1 || r > 100000)
+                return usage(argv[0]);
+            repeat = (int)r;
+        } else if (strcmp(argv[first], "--") == 0) {
+            first++;
+            break;
+        } else {
+            return usage(argv[0]);
+        }
+    }
+    if (first >= argc)
+        return usage(argv[0]);
+    int status = 0;
+    for (int a = first; a < argc; a++) {
+        trace_t t;
+        char err[512];
+        if (trace_load(argv[a], &t, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: %s\n", argv[0], err);
+            status = 1;
+            continue;
+        }
+        if (target->open(target->ops.ctx, err, sizeof err) != 0) {
+            fprintf(stderr, "%s: %s: %s\n", argv[0], target->allocator, err);
+            trace_free(&t);
+            status = 1;
+            continue;
+        }
+        void **ptrs = calloc(t.nslots ? t.nslots : 1, sizeof *ptrs);
+        double *ns = calloc((size_t)repeat, sizeof *ns);
+        uint64_t failed = 0, f;
+        replay_pass(&t, &target->ops, ptrs, &failed, target->observe, target->ops.ctx);
+        for (int r = 0; r < repeat; r++) {
+            ns[r] = replay_pass(&t, &target->ops, ptrs, &f, NULL, NULL) / (double)t.nevents;
+            if (f > failed)
+                failed = f;
+        }
+        uint64_t peak = target->peak_reserved(target->ops.ctx);
+        target->close(target->ops.ctx);
+        double med = replay_median(ns, (size_t)repeat);
+        printf("{\"trace\": ");
+        replay_json_string(stdout, t.name);
+        printf(", \"allocator\": ");
+        replay_json_string(stdout, target->allocator);
+        printf(", \"ops\": %zu, \"ns_per_op\": ", t.nevents);
+        replay_json_number(stdout, med);
+        printf(", \"ns_per_op_min\": ");
+        replay_json_number(stdout, ns[0]);
+        printf(", \"ns_per_op_max\": ");
+        replay_json_number(stdout, ns[repeat - 1]);
+        printf(", \"repeat\": %d, \"peak_live\": %llu, \"peak_reserved\": %llu, \"frag\": ", repeat,
+               (unsigned long long)t.peak_live, (unsigned long long)peak);
+        replay_json_number(stdout, peak ? (double)peak / (double)t.peak_live : NAN);
+        printf(", \"failed_allocs\": %llu, \"peak_source\": ", (unsigned long long)failed);
+        replay_json_string(stdout, target->peak_source);
+        printf("}\n");
+        fflush(stdout);
+        free(ns);
+        free(ptrs);
+        trace_free(&t);
+    }
+    return status;
+}
