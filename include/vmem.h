@@ -356,6 +356,49 @@ typedef struct vmem_allocator {
 /* Fills *out with a vtable over v.  v must outlive every use of it. */
 VMEM_API vmem_status_t vmem_get_allocator(vmem_t *v, vmem_allocator_t *out);
 
+/* ------------------------------------------------------------------------ */
+/* Framework adapters                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The adapters keep one instance per CUDA device ordinal (0..63), created on
+ * first use from the VMEM_* environment (as vmem_config_from_env) with the
+ * device set to that ordinal, and kept until the process exits.  With
+ * VMEM_STATS_FILE set, "%d" in its name is replaced by the ordinal; without
+ * "%d", devices other than 0 write to the name with ".<ordinal>" appended.
+ * All functions here are thread-safe.  See docs/embedding.md. */
+
+/* Returns device's instance in *out, creating it on first use.  Creation is
+ * tried once: later calls return the same failure (VMEM_ERR_ENV,
+ * VMEM_ERR_UNAVAILABLE, ...), which is logged once.  VMEM_ERR_INVALID for
+ * an ordinal outside 0..63 or out NULL. */
+VMEM_API vmem_status_t vmem_instance_ex(int device, vmem_t **out);
+
+/* As vmem_instance_ex; NULL on failure. */
+VMEM_API vmem_t *vmem_instance(int device);
+
+/* The instance of device if it was already created, else NULL (never
+ * creates one). */
+VMEM_API vmem_t *vmem_instance_peek(int device);
+
+/* Calls vmem_step_end on every instance created so far; returns the first
+ * failure, VMEM_OK if none (or no instance exists). */
+VMEM_API vmem_status_t vmem_instances_step_end(void);
+
+/* PyTorch, torch.cuda.memory.CUDAPluggableAllocator(path, "vmem_torch_malloc",
+ * "vmem_torch_free"); stream is a cudaStream_t.  malloc allocates on the
+ * device's instance, tagged with stream (the current stream at allocation);
+ * it returns NULL for size 0 and on failure (logged: PyTorch does not check).
+ * free gets the stream of the allocation from PyTorch; size is ignored. */
+VMEM_API void *vmem_torch_malloc(size_t size, int device, void *stream);
+VMEM_API void vmem_torch_free(void *ptr, size_t size, int device, void *stream);
+
+/* CuPy, cupy.cuda.memory.CFunctionAllocator(param, malloc, free, owner).
+ * param NULL: the device's instance; otherwise param is the vmem_t to use.
+ * CuPy passes no stream, so blocks are tagged with the legacy default
+ * stream.  malloc returns NULL for size 0 and on failure. */
+VMEM_API void *vmem_cupy_malloc(void *param, size_t size, int device_id);
+VMEM_API void vmem_cupy_free(void *param, void *ptr, int device_id);
+
 #ifdef __cplusplus
 }
 #endif
