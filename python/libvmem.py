@@ -1,0 +1,298 @@
+"""libvmem from Python: put PyTorch or CuPy on libvmem in one call, and read or
+change the device limit and the statistics at run time.
+
+ctypes only, no build step.  The shared library is looked up, in order, in
+$VMEM_LIBRARY, next to this file, in the build directories of the source tree
+this file sits in (build*/src/), then through the dynamic loader
+(libvmem.so.0, libvmem.so).
+
+    import libvmem
+    libvmem.install_torch()          # before the first CUDA allocation
+    ...
+    libvmem.set_limit(8 << 30)       # or "8G"
+    print(libvmem.stats()["spilledBytes"])
+    libvmem.step_end()               # after each training step
+
+The allocator instances are per device and are created on first use from the
+VMEM_* environment (VMEM_LIMIT, VMEM_HOST_LIMIT, VMEM_CONTROL_FILE,
+VMEM_STATS_FILE, ...), see docs/embedding.md.
+"""
+
+import ctypes
+import ctypes.util
+import glob
+import json
+import os
+
+__all__ = [
+    "VmemError", "library_path", "load", "install_torch", "install_cupy",
+    "set_limit", "get_limit", "stats", "step_end", "trim", "parse_size",
+    "strerror",
+]
+
+VMEM_OK = 0
+VMEM_PENDING = 1
+VMEM_ERR_SIZE = -2
+VMEM_LIMIT_FORCE = 1
+
+_lib = None
+_path = None
+
+
+class VmemError(RuntimeError):
+    """A libvmem call failed; .status holds the vmem_status_t."""
+
+    def __init__(self, status, what):
+        self.status = status
+        super().__init__("%s: %s (status %d)" % (what, strerror(status), status))
+
+
+def _candidates():
+    env = os.environ.get("VMEM_LIBRARY")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("libvmem.so", "libvmem.so.0"):
+        yield os.path.join(here, name)
+    root = os.path.dirname(here)
+    built = glob.glob(os.path.join(root, "build*", "src", "libvmem.so"))
+    for path in sorted(built, key=os.path.getmtime, reverse=True):  # newest build first
+        yield path
+    found = ctypes.util.find_library("vmem")
+    for name in ("libvmem.so.0", "libvmem.so", found):
+        if name:
+            yield name
+
+
+def _declare(lib):
+    c = ctypes
+    vp, sz, st, i = c.c_void_p, c.c_size_t, c.c_int, c.c_int
+    sigs = {
+        "vmem_strerror": (c.c_char_p, [st]),
+        "vmem_parse_size": (st, [c.c_char_p, c.POINTER(sz)]),
+        "vmem_instance_ex": (st, [i, c.POINTER(vp)]),
+        "vmem_instance_peek": (vp, [i]),
+        "vmem_instances_step_end": (st, []),
+        "vmem_step_end": (st, [vp]),
+        "vmem_set_limit_ex": (st, [vp, sz, c.c_uint, c.POINTER(sz)]),
+        "vmem_get_limit": (st, [vp, c.POINTER(sz)]),
+        "vmem_trim": (st, [vp, c.POINTER(sz)]),
+        "vmem_stats_json": (st, [vp, c.c_char_p, sz, c.POINTER(sz)]),
+        "vmem_alloc_stream": (vp, [vp, sz, vp]),
+        "vmem_free_stream": (st, [vp, vp, vp]),
+        "vmem_last_status": (st, []),
+        "vmem_torch_malloc": (vp, [sz, i, vp]),
+        "vmem_torch_free": (None, [vp, sz, i, vp]),
+        "vmem_cupy_malloc": (vp, [vp, sz, i]),
+        "vmem_cupy_free": (None, [vp, vp, i]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
+def load():
+    """Loads libvmem once and returns the ctypes.CDLL.  Raises OSError with
+    every place tried if it cannot be found."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    tried = []
+    for cand in _candidates():
+        if os.sep in cand and not os.path.exists(cand):
+            tried.append(cand + " (missing)")
+            continue
+        try:
+            lib = ctypes.CDLL(cand)
+            _declare(lib)
+        except (OSError, AttributeError) as e:
+            tried.append("%s (%s)" % (cand, e))
+            continue
+        _lib = lib
+        _path = _resolve(lib, cand)
+        return _lib
+    raise OSError("libvmem.so not found; set VMEM_LIBRARY.  Tried: " + "; ".join(tried))
+
+
+def _resolve(lib, cand):
+    """The file the loader opened, so that PyTorch dlopens the same copy."""
+    if os.sep in cand:
+        return os.path.abspath(cand)
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.split()
+                if len(parts) >= 6 and os.path.basename(parts[5]).startswith("libvmem.so"):
+                    return parts[5]
+    except OSError:
+        pass
+    return cand
+
+
+def library_path():
+    """Path of the loaded libvmem.so (loads it if needed)."""
+    load()
+    return _path
+
+
+def strerror(status):
+    try:
+        return load().vmem_strerror(status).decode()
+    except OSError:
+        return "status %d" % status
+
+
+def parse_size(value):
+    """An int, or a string such as "8G", "512M", "1073741824" -> bytes."""
+    if isinstance(value, bool):
+        raise TypeError("size must be an int or a string")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("size must not be negative")
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    out = ctypes.c_size_t()
+    st = load().vmem_parse_size(str(value).encode(), ctypes.byref(out))
+    if st != VMEM_OK:
+        raise ValueError("not a size: %r" % (value,))
+    return out.value
+
+
+def _instance(device):
+    lib = load()
+    v = ctypes.c_void_p()
+    st = lib.vmem_instance_ex(int(device), ctypes.byref(v))
+    if st != VMEM_OK:
+        raise VmemError(st, "libvmem instance for device %d" % device)
+    return v
+
+
+def set_limit(nbytes, device=0, force=False):
+    """Sets the device limit of device's instance (created if needed).
+    Returns (status, held): status is VMEM_OK, or VMEM_PENDING when live data
+    still holds more than the new limit (the shrink completes as blocks are
+    freed); held is what the device arena holds after the call.  Raises
+    VmemError for a limit above the start cap (unless force) and on error."""
+    held = ctypes.c_size_t()
+    st = load().vmem_set_limit_ex(_instance(device), parse_size(nbytes),
+                                  VMEM_LIMIT_FORCE if force else 0, ctypes.byref(held))
+    if st not in (VMEM_OK, VMEM_PENDING):
+        raise VmemError(st, "set_limit(%s)" % (nbytes,))
+    return st, held.value
+
+
+def get_limit(device=0):
+    """The device limit in force (the target of a pending shrink)."""
+    out = ctypes.c_size_t()
+    st = load().vmem_get_limit(_instance(device), ctypes.byref(out))
+    if st != VMEM_OK:
+        raise VmemError(st, "get_limit")
+    return out.value
+
+
+def stats(device=0):
+    """The statistics of device's instance as a dict (vmem_stats_json keys:
+    AntMan's deviceMemUsedMax, ..., and libvmem's limit, deviceHeld,
+    spills, spilledBytes, ...)."""
+    lib = load()
+    v = _instance(device)
+    need = ctypes.c_size_t()
+    size = 2048
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        st = lib.vmem_stats_json(v, buf, size, ctypes.byref(need))
+        if st == VMEM_OK:
+            return json.loads(buf.value.decode())
+        if st != VMEM_ERR_SIZE or need.value + 1 <= size:
+            raise VmemError(st, "stats")
+        size = need.value + 1
+
+
+def step_end(device=None):
+    """Marks the end of a training step (vmem_step_end): applies control-file
+    changes, records the step's time and memory, writes the statistics file.
+    device None: every instance created so far."""
+    lib = load()
+    if device is None:
+        st = lib.vmem_instances_step_end()
+    else:
+        st = lib.vmem_step_end(_instance(device))
+    if st != VMEM_OK:
+        raise VmemError(st, "step_end")
+
+
+def trim(device=0):
+    """Gives every empty region back to the device and host; returns bytes."""
+    out = ctypes.c_size_t()
+    st = load().vmem_trim(_instance(device), ctypes.byref(out))
+    if st != VMEM_OK:
+        raise VmemError(st, "trim")
+    return out.value
+
+
+# --------------------------------------------------------------------------
+# Frameworks
+# --------------------------------------------------------------------------
+
+def install_torch():
+    """Makes libvmem PyTorch's CUDA allocator (CUDAPluggableAllocator +
+    change_current_allocator).  Must run before the first CUDA allocation of
+    the process; raises RuntimeError otherwise.  Returns the allocator.
+
+    With the pluggable allocator, torch.cuda.memory_allocated() and the other
+    caching-allocator statistics are not available: use libvmem.stats().
+    Tensor.record_stream() does nothing under it: see docs/embedding.md."""
+    import torch
+    from torch.cuda import memory as tmem
+    alloc = tmem.CUDAPluggableAllocator(library_path(), "vmem_torch_malloc",
+                                        "vmem_torch_free")
+    try:
+        tmem.change_current_allocator(alloc)
+    except RuntimeError as e:
+        raise RuntimeError("libvmem.install_torch() must run before PyTorch's first CUDA "
+                           "allocation: " + str(e)) from e
+    return alloc
+
+
+def install_cupy(stream_aware=False):
+    """Makes libvmem CuPy's allocator (cupy.cuda.set_allocator), replacing
+    CuPy's memory pool.  Returns the allocator.
+
+    stream_aware False (default): CFunctionAllocator over vmem_cupy_malloc /
+    vmem_cupy_free, no Python in the allocation path; CuPy passes no stream,
+    so every block counts as used on the legacy default stream, which is
+    right for programs that use one CuPy stream at a time.  True: a Python
+    allocator that passes cupy.cuda.get_current_stream() to libvmem, for
+    programs that allocate on several streams (a few microseconds slower per
+    allocation)."""
+    import cupy
+    lib = load()
+    if not stream_aware:
+        malloc = ctypes.cast(lib.vmem_cupy_malloc, ctypes.c_void_p).value
+        free = ctypes.cast(lib.vmem_cupy_free, ctypes.c_void_p).value
+        alloc = cupy.cuda.memory.CFunctionAllocator(0, malloc, free, lib)
+        cupy.cuda.set_allocator(alloc.malloc)
+        return alloc
+
+    streams = {}
+
+    def py_malloc(size, device_id):
+        if size == 0:
+            return 0
+        stream = cupy.cuda.get_current_stream().ptr
+        p = lib.vmem_alloc_stream(_instance(device_id), size, stream)
+        if not p:
+            raise cupy.cuda.memory.OutOfMemoryError(size, 0, 0)
+        streams[p] = stream
+        return p
+
+    def py_free(ptr, device_id):
+        stream = streams.pop(ptr, None)
+        lib.vmem_free_stream(_instance(device_id), ptr, stream)
+
+    alloc = cupy.cuda.memory.PythonFunctionAllocator(py_malloc, py_free)
+    cupy.cuda.set_allocator(alloc.malloc)
+    return alloc

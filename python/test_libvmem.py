@@ -1,0 +1,164 @@
+"""Checks python/libvmem.py against a libvmem on the simulated device: no GPU,
+no PyTorch, no CuPy needed.  Each case runs in its own interpreter, since
+the per-device instances are created once per process from the environment.
+
+    VMEM_LIBRARY=build/src/libvmem.so python3 python/test_libvmem.py
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MiB = 1 << 20
+
+
+def run(code, **env):
+    """Runs code with libvmem importable and VMEM_BACKEND=sim plus env;
+    returns stdout.  Fails the test on a non-zero exit."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("VMEM_") or k == "VMEM_LIBRARY"}
+    e["VMEM_BACKEND"] = "sim"
+    e.update({k: str(v) for k, v in env.items()})
+    prog = "import sys, ctypes\nsys.path.insert(0, %r)\nimport libvmem as L\n" % HERE
+    prog += textwrap.dedent(code)
+    r = subprocess.run([sys.executable, "-c", prog], env=e, capture_output=True, text=True,
+                       timeout=60)
+    if r.returncode != 0:
+        raise AssertionError("exit %d\n--- stdout\n%s--- stderr\n%s" % (r.returncode, r.stdout,
+                                                                       r.stderr))
+    return r.stdout
+
+
+class PythonModule(unittest.TestCase):
+    def test_finds_and_loads_library(self):
+        out = run("print(L.library_path()); print(L.load().vmem_instance_peek(0))")
+        path, peek = out.split()
+        self.assertTrue(os.path.exists(path), path)
+        self.assertEqual(peek, "None")  # loading creates no instance
+
+    def test_missing_library_is_a_clear_error(self):
+        out = run("""
+            try:
+                L.load()
+            except OSError as e:
+                print("OSError", "VMEM_LIBRARY" in str(e))
+            """, VMEM_LIBRARY="/nonexistent/libvmem.so")
+        self.assertEqual(out.strip(), "OSError True")
+
+    def test_limit_roundtrip(self):
+        out = run("""
+            print(L.get_limit())
+            print(L.set_limit("32M"))
+            print(L.get_limit())
+            print(L.stats()["limit"], L.stats()["startCap"], L.stats()["backend"])
+            try:
+                L.set_limit(128 << 20)
+                print("no error")
+            except L.VmemError as e:
+                print("refused", e.status)
+            print(L.set_limit(128 << 20, force=True), L.get_limit())
+            """, VMEM_LIMIT="64M")
+        lines = out.splitlines()
+        self.assertEqual(int(lines[0]), 64 * MiB)
+        self.assertEqual(lines[1], "(0, 0)")
+        self.assertEqual(int(lines[2]), 32 * MiB)
+        self.assertEqual(lines[3], "%d %d sim" % (32 * MiB, 64 * MiB))
+        self.assertEqual(lines[4], "refused -8")  # VMEM_ERR_ABOVE_CAP
+        self.assertEqual(lines[5], "(0, 0) %d" % (128 * MiB))
+
+    def test_shrink_below_live_data_is_pending(self):
+        out = run("""
+            lib = L.load()
+            p = lib.vmem_torch_malloc(48 << 20, 0, None)
+            st, held = L.set_limit("16M")
+            s = L.stats()
+            print(st, held >= (48 << 20), s["pendingLimit"])
+            lib.vmem_torch_free(p, 48 << 20, 0, None)
+            s = L.stats()
+            print(s["pendingLimit"], s["deviceHeld"] <= (16 << 20))
+            """, VMEM_LIMIT="64M")
+        first, second = out.splitlines()
+        self.assertEqual(first, "1 True %d" % (16 * MiB))  # VMEM_PENDING
+        self.assertEqual(second, "0 True")
+
+    def test_parse_size(self):
+        out = run("""
+            print(L.parse_size("8G"), L.parse_size(4096), L.parse_size("1K"))
+            for bad in ("lots", "-1", ""):
+                try:
+                    L.parse_size(bad); print("accepted", bad)
+                except ValueError:
+                    pass
+            """)
+        self.assertEqual(out.strip(), "%d 4096 1024" % (8 << 30))
+
+    def test_stats_spill_and_step_end(self):
+        out = run("""
+            lib = L.load()
+            ps = [lib.vmem_torch_malloc(8 << 20, 0, None) for _ in range(6)]
+            print(all(ps))
+            L.step_end()
+            s = L.stats()
+            print(s["spills"] > 0, s["spilledBytes"] >= (8 << 20), s["steps"],
+                  s["deviceMemUsedMax"] <= (32 << 20), s["hostMemUsedMax"] > 0)
+            for p in ps:
+                lib.vmem_torch_free(p, 8 << 20, 0, None)
+            L.step_end(0)
+            print(L.stats()["deviceInUse"], L.stats()["hostInUse"], L.stats()["steps"])
+            """, VMEM_LIMIT="32M", VMEM_HOST_LIMIT="256M")
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "True")
+        self.assertEqual(lines[1], "True True 1 True True")
+        self.assertEqual(lines[2], "0 0 2")
+
+    def test_bad_environment_and_bad_device(self):
+        out = run("""
+            for dev in (0, 99):
+                try:
+                    L.stats(dev); print("no error")
+                except L.VmemError as e:
+                    print(e.status)
+            """, VMEM_LIMIT="lots")
+        self.assertEqual(out.split(), ["-9", "-1"])  # VMEM_ERR_ENV, VMEM_ERR_INVALID
+
+    def test_per_device_instances_and_stats_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            run("""
+                L.set_limit("16M", device=1)
+                print(L.get_limit(0), L.get_limit(1))
+                L.step_end()
+                """, VMEM_LIMIT="64M", VMEM_STATS_FILE=os.path.join(d, "stats-%d.json"))
+            self.assertEqual(sorted(os.listdir(d)), ["stats-0.json", "stats-1.json"])
+
+    def test_cupy_entry_points(self):
+        out = run("""
+            lib = L.load()
+            p = lib.vmem_cupy_malloc(None, 1 << 20, 0)
+            print(bool(p), L.stats()["deviceInUse"])
+            lib.vmem_cupy_free(None, p, 0)
+            print(L.stats()["deviceInUse"], L.stats()["badFrees"])
+            print(lib.vmem_cupy_malloc(None, 0, 0))
+            """)
+        self.assertEqual(out.splitlines(), ["True %d" % MiB, "0 0", "None"])
+
+    def test_torch_stream_reuse(self):
+        # A block freed on stream A is reused at once by A, not by B while the
+        # arena can still grow.
+        out = run("""
+            lib = L.load()
+            A, B = 0x1000, 0x2000
+            a0 = lib.vmem_torch_malloc(1 << 20, 0, A)
+            b0 = lib.vmem_torch_malloc(1 << 20, 0, B)
+            lib.vmem_torch_free(a0, 1 << 20, 0, A)
+            b1 = lib.vmem_torch_malloc(1 << 20, 0, B)
+            a1 = lib.vmem_torch_malloc(1 << 20, 0, A)
+            print(b1 != a0, a1 == a0)
+            """)
+        self.assertEqual(out.strip(), "True True")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
