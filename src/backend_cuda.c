@@ -200,6 +200,17 @@ vmem_status_t backend_pinned_create(int device, backend_t **out)
 #endif
 
 #ifdef VMEM_HAVE_CUDA
+vmem_status_t backend_cuda_pci_bus_id(int device, char *buf, size_t len)
+{
+    if (!backend_cuda_present(device))
+        return VMEM_ERR_UNAVAILABLE;
+    if (cudaDeviceGetPCIBusId(buf, (int)len, device) != cudaSuccess) {
+        cudaGetLastError();
+        return VMEM_ERR_BACKEND;
+    }
+    return VMEM_OK;
+}
+
 void backend_stream_sync(void *stream)
 {
     if (cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess)
@@ -256,6 +267,14 @@ void backend_fence_destroy(void *fence)
         cudaEventDestroy((cudaEvent_t)fence);
 }
 #else
+vmem_status_t backend_cuda_pci_bus_id(int device, char *buf, size_t len)
+{
+    (void)device;
+    (void)buf;
+    (void)len;
+    return VMEM_ERR_UNAVAILABLE;
+}
+
 void backend_stream_sync(void *stream) { (void)stream; }
 
 int backend_fence_record(void **fence, void *stream, int device)

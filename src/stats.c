@@ -1,8 +1,10 @@
 /* Statistics: the versioned struct, its JSON rendering and the file. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vmem_internal.h"
@@ -79,6 +81,10 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     size_t stable_dev = v->stable_dev, stable_host = v->stable_host;
     const char *reason = v->swap_reason;
     pthread_mutex_unlock(&v->lock);
+    control_status_t cs;
+    control_get_status(v, &cs);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     double frag = s.device_in_use ? (double)s.device_held / (double)s.device_in_use : 0.0;
     jbuf_t j = {buf, len, 0};
     jprintf(&j, "{\"version\":%u,\"backend\":\"%s\"", s.version, s.backend);
@@ -99,13 +105,22 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             s.device_peak_held, s.device_peak_in_use, s.device_regions);
     jprintf(&j, ",\"hostLimit\":%zu,\"hostHeld\":%zu,\"hostInUse\":%zu,\"hostPeakHeld\":%zu",
             s.host_limit, s.host_held, s.host_in_use, s.host_peak_held);
+    jprintf(&j, ",\"hostPeakInUse\":%zu", s.host_peak_in_use);
     jprintf(&j, ",\"hostFallback\":%s,\"perf\":%d", s.host_fallback ? "true" : "false", s.perf);
     jprintf(&j, ",\"allocs\":%llu,\"frees\":%llu,\"spills\":%llu,\"spilledBytes\":%llu",
             (unsigned long long)s.allocs, (unsigned long long)s.frees,
             (unsigned long long)s.spills, (unsigned long long)s.spilled_bytes);
-    jprintf(&j, ",\"failures\":%llu,\"badFrees\":%llu,\"steps\":%llu,\"fragmentation\":%.4f}",
+    jprintf(&j, ",\"failures\":%llu,\"badFrees\":%llu,\"steps\":%llu,\"fragmentation\":%.4f",
             (unsigned long long)s.failures, (unsigned long long)s.bad_frees,
             (unsigned long long)s.steps, frag);
+    /* where the numbers come from: the process, the time (Unix seconds), and
+     * whether the control file is being followed */
+    jprintf(&j, ",\"pid\":%ld,\"time\":%.3f", (long)getpid(),
+            (double)now.tv_sec + (double)now.tv_nsec * 1e-9);
+    jprintf(&j, ",\"controlFile\":\"%s\",\"controlPending\":%s,\"controlErrors\":%llu",
+            !cs.active ? "none" : cs.in_error ? "error" : "ok", cs.pending ? "true" : "false",
+            (unsigned long long)cs.errors);
+    jprintf(&j, "}");
     if (needed)
         *needed = j.pos;
     if (j.pos >= len)
@@ -119,21 +134,30 @@ vmem_status_t stats_write_file(vmem_t *v, const char *path)
     size_t need = 0;
     if (vmem_stats_json(v, buf, sizeof buf, &need) != VMEM_OK)
         return VMEM_ERR_SIZE;
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 32);
+    size_t tlen = strlen(path) + 48;
+    char *tmp = malloc(tlen);
     if (!tmp)
         return VMEM_ERR_NOMEM;
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    /* a name of its own for each write: two instances (or threads) writing
+     * the same path never share a temporary file; readers only ever see a
+     * complete file, since rename replaces it in one step */
+    static atomic_uint serial;
+    snprintf(tmp, tlen, "%s.%ld.%u.tmp", path, (long)getpid(), atomic_fetch_add(&serial, 1));
     FILE *f = fopen(tmp, "w");
     int ok = f && fwrite(buf, 1, need, f) == need && fputc('\n', f) != EOF;
     if (f && fclose(f) != 0)
         ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
+    if (ok && rename(tmp, path) != 0)
+        ok = 0;
+    int e = errno;
+    if (!ok)
         unlink(tmp);
-        free(tmp);
-        vmem_log(v, VMEM_LOG_ERROR, "statistics file %s: cannot write", path);
-        return VMEM_ERR_IO;
-    }
     free(tmp);
-    return VMEM_OK;
+    /* one error per run of failures, not one per step */
+    int was = atomic_exchange(&v->stats_failing, !ok);
+    if (!ok && !was)
+        vmem_log(v, VMEM_LOG_ERROR, "statistics file %s: cannot write: %s", path, strerror(e));
+    else if (ok && was)
+        vmem_log(v, VMEM_LOG_WARN, "statistics file %s: written again", path);
+    return ok ? VMEM_OK : VMEM_ERR_IO;
 }

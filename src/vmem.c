@@ -528,7 +528,8 @@ vmem_status_t vmem_step_end(vmem_t *v)
     vmem_status_t st = VMEM_OK;
     if (v->stats_file)
         st = stats_write_file(v, v->stats_file);
-    control_pace(v, dur);
+    if (control_pace(v, dur) != 0)
+        return VMEM_ERR_BUSY; /* vmem_destroy ended a perf-0 suspension: v is gone */
     pthread_mutex_lock(&v->lock);
     v->step_start = vmem_now();
     pthread_mutex_unlock(&v->lock);

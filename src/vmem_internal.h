@@ -67,6 +67,7 @@ struct vmem {
     /* runtime control (control.c); perf is the GPU time share in percent */
     struct control *control;
     _Atomic int perf;
+    _Atomic int stats_failing;  /* the last statistics file write failed */
 };
 
 /* log.c */
@@ -80,11 +81,35 @@ double vmem_now(void);
 vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *applied);
 
 /* control.c: start/stop the watcher, apply what it read (at step end or at
- * once), and the pacing of vmem_step_end. */
+ * once), and the pacing of vmem_step_end.  control_pace returns nonzero when
+ * vmem_destroy ended the wait: the caller must then not touch v again. */
 vmem_status_t control_start(vmem_t *v, const char *path);
 void control_stop(vmem_t *v);
 void control_apply_pending(vmem_t *v);
-void control_pace(vmem_t *v, double step_seconds);
+int control_pace(vmem_t *v, double step_seconds);
+
+/* What the watcher has seen, for tests and diagnostics. */
+typedef struct control_status {
+    int active;          /* a watcher runs */
+    int inotify;         /* 1: inotify on the directory, 0: polling */
+    uint64_t reads;      /* file versions read (good or bad) */
+    uint64_t good;       /* versions read and parsed without error */
+    uint64_t errors;     /* errors logged (one per distinct bad state) */
+    int in_error;        /* the file is currently missing or malformed */
+    int pending;         /* a change waits for the next vmem_step_end */
+    int suspended;       /* threads waiting in vmem_step_end at perf 0 */
+    int has_limit;       /* the last good file set "limit" (or mem_limit) */
+    size_t limit;
+    int perf;            /* last good file's perf, -1 if it set none */
+} control_status_t;
+vmem_status_t control_get_status(vmem_t *v, control_status_t *out);
+
+/* Tests: 1 makes watchers started from now on poll instead of using inotify. */
+extern int control_force_poll;
+
+/* backend_cuda.c: the PCI bus id of a CUDA device ("0000:3b:00.0");
+ * VMEM_ERR_UNAVAILABLE without CUDA. */
+vmem_status_t backend_cuda_pci_bus_id(int device, char *buf, size_t len);
 
 /* stats.c */
 vmem_status_t stats_write_file(vmem_t *v, const char *path);
