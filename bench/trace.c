@@ -101,6 +101,26 @@ static void id_map_remove_at(id_map_t *m, size_t i)
 
 /* ------------------------------------------------------------------------ */
 
+/* zlib's message without the "path: " prefix it adds. */
+static const char *gz_message(gzFile gz, const char *path, int *zerr)
+{
+    const char *msg = gzerror(gz, zerr);
+    size_t n = strlen(path);
+    if (strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ')
+        msg += n + 2;
+    return msg;
+}
+
+/* Copies at most 16 bytes of s into out, replacing unprintable bytes. */
+static const char *printable(const char *s, char out[20])
+{
+    size_t i = 0;
+    for (; s[i] && i < 16; i++)
+        out[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+    out[i] = '\0';
+    return out;
+}
+
 typedef struct loader {
     const char *name;
     size_t line;
@@ -212,10 +232,15 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
         if (!gzgets(gz, line, sizeof line))
             break;
         ld.line++;
+        if (ld.line == 1 && gzdirect(gz) && strlen(path) > 3 &&
+            strcmp(path + strlen(path) - 3, ".gz") == 0) {
+            load_fail(&ld, "not gzip data");
+            goto out;
+        }
         size_t len = strlen(line);
         if (len == 0 || line[len - 1] != '\n') {
             int zerr;
-            const char *msg = gzerror(gz, &zerr);
+            const char *msg = gz_message(gz, path, &zerr);
             if (zerr != Z_OK && zerr != Z_STREAM_END) {
                 load_fail(&ld, "truncated or corrupt gzip data (%s)", msg);
                 goto out;
@@ -315,7 +340,8 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
             free_slots[nfree_slots++] = ev.slot;
             t->nfrees++;
         } else {
-            load_fail(&ld, "unknown event '%.16s' (expected 'a' or 'f')", tok[0]);
+            char shown[20];
+            load_fail(&ld, "unknown event '%s' (expected 'a' or 'f')", printable(tok[0], shown));
             goto out;
         }
         size_t k = t->nevents;
@@ -332,7 +358,7 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
     }
     {
         int zerr;
-        const char *msg = gzerror(gz, &zerr);
+        const char *msg = gz_message(gz, path, &zerr);
         if (zerr != Z_OK && zerr != Z_STREAM_END) {
             ld.line++;
             load_fail(&ld, "truncated or corrupt gzip data (%s)", msg);
