@@ -170,6 +170,27 @@ static int setting_equal(const control_setting_t *a, const control_setting_t *b)
            a->has_perf == b->has_perf && (!a->has_perf || a->perf == b->perf);
 }
 
+/* "limit=8589934592 perf=50" (the keys s sets), for log lines. */
+static void setting_describe(const control_setting_t *s, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+#define ADD(...) n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__)
+    if (s->has_limit)
+        ADD("limit=%zu ", s->limit);
+    if (s->has_host_limit)
+        ADD("host_limit=%zu ", s->host_limit);
+    if (s->has_host_fallback)
+        ADD("host_fallback=%s ", s->host_fallback ? "true" : "false");
+    if (s->has_perf)
+        ADD("perf=%d ", s->perf);
+#undef ADD
+    if (n == 0)
+        snprintf(buf, len, "no keys for this device");
+    else if (n <= len)
+        buf[n - 1] = '\0';
+}
+
 /* Parses "dddd:bb:dd.f" or "bb:dd.f" (hex) into one number; -1 if not a
  * PCI bus id. */
 static long long bus_id_value(const char *s)
@@ -466,12 +487,12 @@ static void file_read(struct control *c, int initial)
     pthread_mutex_unlock(&c->lock);
     if (recovered)
         vmem_log(c->v, VMEM_LOG_WARN, "control file %s: readable again", c->path);
-    if (changed)
-        vmem_log(c->v, VMEM_LOG_INFO,
-                 "control file %s: new setting (limit %s%zu, host_limit %s%zu, perf %d)%s",
-                 c->path, s.has_limit ? "" : "unset/", s.limit, s.has_host_limit ? "" : "unset/",
-                 s.host_limit, s.has_perf ? s.perf : -1,
+    if (changed) {
+        char what[200];
+        setting_describe(&s, what, sizeof what);
+        vmem_log(c->v, VMEM_LOG_INFO, "control file %s: new setting: %s%s", c->path, what,
                  c->v->cfg.control_immediate || initial ? "" : "; applied at the next step end");
+    }
     if (changed && c->v->cfg.control_immediate && !initial)
         control_apply_pending(c->v);
 }
