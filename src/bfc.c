@@ -356,10 +356,15 @@ static int region_add(bfc_arena_t *a, uintptr_t base, size_t size)
 /* Gives an entirely free region back to the backend. */
 static void region_release(bfc_arena_t *a, bfc_region_t *r)
 {
-    bfc_chunk_t *c = r->first;
-    assert(!c->in_use && !c->next && c->size == r->size);
-    bin_remove(a, c);
-    chunk_delete(a, c);
+    /* Empty, but possibly still cut into free chunks of different stream
+     * tags (they do not coalesce): all of them go back together. */
+    assert(r->live == 0);
+    for (bfc_chunk_t *c = r->first, *n; c; c = n) {
+        n = c->next;
+        assert(!c->in_use);
+        bin_remove(a, c);
+        chunk_delete(a, c);
+    }
     region_unlink(a, r);
     backend_region_free(a->backend, (void *)r->base, r->size);
     a->held -= r->size;
