@@ -187,7 +187,7 @@ static const struct opt {
 vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
 {
     if (!cfg || cfg->size < sizeof *cfg)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(NULL);
     vmem_config_t tmp = *cfg;
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
         const struct opt *o = &options[i];

@@ -12,7 +12,7 @@
 vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
 {
     if (!v || !out || out->size < offsetof(vmem_stats_t, limit))
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     vmem_stats_t s;
     memset(&s, 0, sizeof s);
     pthread_mutex_lock(&v->lock);
@@ -74,7 +74,7 @@ static void jprintf(jbuf_t *j, const char *fmt, ...)
 vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
 {
     if (!v || (!buf && len))
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     vmem_stats_t s = {.size = sizeof s};
     vmem_get_stats(v, &s);
     pthread_mutex_lock(&v->lock);

@@ -197,7 +197,7 @@ static void event_fire(const pending_event_t *pe)
 vmem_status_t vmem_set_callback(vmem_t *v, vmem_event_kind_t kind, vmem_event_fn fn, void *ctx)
 {
     if (!v || kind < VMEM_EVENT_SPILL || kind > VMEM_EVENT_LIMIT_CHANGED)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
     v->cb_fn[kind] = fn;
     v->cb_ctx[kind] = fn ? ctx : NULL;
@@ -358,7 +358,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *
 void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
 {
     if (!v) {
-        tls_status = VMEM_ERR_INVALID;
+        tls_status = VMEM_INVALID_ARG(v);
         return NULL;
     }
     if (bfc_round(size) == 0) {
@@ -386,7 +386,7 @@ void *vmem_alloc(vmem_t *v, size_t size) { return vmem_alloc_stream(v, size, NUL
 vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
 {
     if (!v)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     if (!ptr)
         return VMEM_OK;
     pthread_mutex_lock(&v->lock);
@@ -418,7 +418,7 @@ vmem_status_t vmem_free(vmem_t *v, void *ptr) { return vmem_free_stream(v, ptr, 
 vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *applied)
 {
     if (!v || (flags & ~VMEM_LIMIT_FORCE))
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     pending_event_t pe = {0};
     pthread_mutex_lock(&v->lock);
     if (bytes > v->start_cap) {
@@ -463,7 +463,7 @@ vmem_status_t vmem_set_limit(vmem_t *v, size_t bytes, size_t *applied)
 vmem_status_t vmem_get_limit(vmem_t *v, size_t *limit)
 {
     if (!v || !limit)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
     *limit = v->dev.limit;
     pthread_mutex_unlock(&v->lock);
@@ -473,7 +473,7 @@ vmem_status_t vmem_get_limit(vmem_t *v, size_t *limit)
 vmem_status_t vmem_set_host_limit(vmem_t *v, size_t bytes)
 {
     if (!v)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
     vmem_status_t st = bfc_set_limit(&v->host, bytes);
     pthread_mutex_unlock(&v->lock);
@@ -483,7 +483,7 @@ vmem_status_t vmem_set_host_limit(vmem_t *v, size_t bytes)
 vmem_status_t vmem_set_host_fallback(vmem_t *v, int enabled)
 {
     if (!v)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
     v->host_fallback = enabled != 0;
     pthread_mutex_unlock(&v->lock);
@@ -493,7 +493,7 @@ vmem_status_t vmem_set_host_fallback(vmem_t *v, int enabled)
 vmem_status_t vmem_trim(vmem_t *v, size_t *released)
 {
     if (!v)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
     size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0);
     pthread_mutex_unlock(&v->lock);
@@ -509,7 +509,7 @@ vmem_status_t vmem_trim(vmem_t *v, size_t *released)
 vmem_status_t vmem_step_end(vmem_t *v)
 {
     if (!v)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     control_apply_pending(v);
     double now = vmem_now();
     pthread_mutex_lock(&v->lock);
@@ -543,7 +543,7 @@ vmem_status_t vmem_step_end(vmem_t *v)
 vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
 {
     if (!v || !info)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
     vmem_location_t loc = VMEM_LOC_DEVICE;
     const bfc_chunk_t *c = bfc_find_live(&v->dev, ptr);
@@ -564,7 +564,7 @@ vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
 vmem_status_t vmem_check(vmem_t *v)
 {
     if (!v)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     char why[256];
     pthread_mutex_lock(&v->lock);
     vmem_status_t st = bfc_check(&v->dev, why, sizeof why);
@@ -588,7 +588,7 @@ vmem_status_t vmem_inject_faults(vmem_t *v, vmem_arena_kind_t arena, uint64_t nt
                                  uint64_t seed)
 {
     if (!v || (arena != VMEM_ARENA_DEVICE && arena != VMEM_ARENA_HOST) || !(rate >= 0 && rate <= 1))
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     backend_t *b = arena == VMEM_ARENA_DEVICE ? v->dev_backend : v->host_backend;
     if (!(b->flags & BACKEND_F_SIMULATED))
         return VMEM_ERR_UNSUPPORTED;
@@ -626,7 +626,7 @@ static int vt_stats_json(void *ctx, char *buf, size_t len, size_t *needed)
 vmem_status_t vmem_get_allocator(vmem_t *v, vmem_allocator_t *out)
 {
     if (!v || !out)
-        return VMEM_ERR_INVALID;
+        return VMEM_INVALID_ARG(v);
     out->ctx = v;
     out->alloc = vt_alloc;
     out->free = vt_free;

@@ -77,6 +77,15 @@ void vmem_log(const vmem_t *v, vmem_log_level_t level, const char *fmt, ...)
 /* time in seconds from a monotonic clock */
 double vmem_now(void);
 
+/* Logs "<entry point>: invalid argument" (through v's sink, the process-wide
+ * one when v is NULL) and evaluates to VMEM_ERR_INVALID: what every entry
+ * point does with a NULL handle, a NULL out-parameter or an unknown kind or
+ * flag. */
+#define VMEM_INVALID_ARG(v)                                                                       \
+    (vmem_log((v), VMEM_LOG_ERROR, "%s: invalid argument (NULL handle or out-parameter, or bad "  \
+              "kind, flag or size)", __func__),                                                   \
+     VMEM_ERR_INVALID)
+
 /* vmem.c: applies a new limit with the lock NOT held (used by control.c). */
 vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *applied);
 
