@@ -450,6 +450,7 @@ size_t bfc_release(bfc_arena_t *a, size_t target)
 {
     size_t before = a->held;
     /* Whole empty regions first, largest first. */
+again:
     while (a->held > target) {
         bfc_region_t *best = NULL;
         for (bfc_region_t *r = a->regions; r; r = r->next)
@@ -484,6 +485,9 @@ size_t bfc_release(bfc_arena_t *a, size_t target)
                 blo = bhi - excess;
             if (region_punch(a, best, blo, bhi) != 0)
                 break;
+            /* The punch may have left an empty region behind (free chunks
+             * of different stream tags, none holding a whole granule). */
+            goto again;
         }
     }
     if (a->pending && a->held <= a->limit)
@@ -720,6 +724,10 @@ void bfc_clear_tags(bfc_arena_t *a)
             bin_insert(a, c);
         }
     }
+    /* Merging may have freed whole regions or granules a pending shrink
+     * is waiting for. */
+    if (a->pending)
+        bfc_release(a, a->limit);
 }
 
 vmem_status_t bfc_set_limit(bfc_arena_t *a, size_t limit)
