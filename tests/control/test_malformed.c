@@ -1,0 +1,236 @@
+/* Suite 'control': every way the control file can be wrong.  Each case logs
+ * exactly one error, keeps the last good setting through step ends, does
+ * not log again while the same bad content is re-read, and is left as soon
+ * as a good file appears.  Every case runs twice: with inotify and with the
+ * polling fallback. */
+#include "common.h"
+
+typedef struct fixture {
+    char *dir, *ctl;
+    logcount_t lc;
+    vmem_t *v;
+} fixture_t;
+
+/* An instance that has applied {"limit": "512M"} from its control file. */
+static void fixture_open(fixture_t *f, int poll)
+{
+    control_force_poll = poll;
+    f->dir = dir_make();
+    f->ctl = path_join(f->dir, "control.json");
+    logcount_init(&f->lc);
+    file_put_atomic(f->ctl, "{\"limit\": \"512M\"}");
+    f->v = instance_make(1 * GiB, f->ctl, NULL, &f->lc, 0);
+    cr_assert_eq(status_of(f->v).inotify, !poll);
+    cr_assert_eq(limit_of(f->v), 512 * MiB);
+    cr_assert_eq(atomic_load(&f->lc.errors), 0);
+}
+
+static void fixture_close(fixture_t *f)
+{
+    cr_assert_eq(vmem_check(f->v), VMEM_OK);
+    vmem_destroy(f->v);
+    free(f->ctl);
+    dir_remove(f->dir);
+}
+
+/* The bad state just written must produce one error (and only one, however
+ * often it is seen), and step ends must keep the 512M limit. */
+static void expect_one_error(fixture_t *f, uint64_t errors_before, const char *what)
+{
+    cr_assert(WAIT_FOR(status_of(f->v).errors == errors_before + 1), "%s: no error logged", what);
+    cr_assert(status_of(f->v).in_error);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(vmem_step_end(f->v), VMEM_OK);
+    cr_assert_eq(limit_of(f->v), 512 * MiB, "%s: the last good setting was not kept", what);
+    /* more events on the same bad state: re-read, never re-logged */
+    uint64_t reads = status_of(f->v).reads;
+    struct timespec ts[2] = {{0, UTIME_NOW}, {0, UTIME_NOW}};
+    for (int i = 0; i < 3; i++) {
+        utimensat(AT_FDCWD, f->ctl, ts, 0); /* touch (no-op if deleted) */
+        sleep_ms(60);
+    }
+    if (access(f->ctl, F_OK) == 0)
+        cr_assert(WAIT_FOR(status_of(f->v).reads > reads), "%s: touch not seen", what);
+    sleep_ms(250); /* let the polling watcher look at it a few more times */
+    cr_assert_eq(status_of(f->v).errors, errors_before + 1, "%s: logged more than once", what);
+    cr_assert_eq((uint64_t)atomic_load(&f->lc.errors), errors_before + 1,
+                 "%s: log lines and counter disagree; last: %s", what, f->lc.last_error);
+    cr_assert(strstr(f->lc.last_error, "control file") != NULL);
+    cr_assert(strstr(f->lc.last_error, "keeping the last good setting") != NULL, "%s",
+              f->lc.last_error);
+}
+
+/* A good file must be picked up again and applied at the next step end. */
+static void expect_recovery(fixture_t *f, size_t bytes)
+{
+    cr_assert(wait_file_limit(f->v, bytes), "recovery not seen");
+    cr_assert_not(status_of(f->v).in_error);
+    cr_assert_eq(vmem_step_end(f->v), VMEM_OK);
+    cr_assert_eq(limit_of(f->v), bytes);
+}
+
+static void case_garbage(int poll)
+{
+    fixture_t f;
+    fixture_open(&f, poll);
+    file_put_atomic(f.ctl, "this is not JSON {{{");
+    expect_one_error(&f, 0, "garbage");
+    cr_assert(strstr(f.lc.last_error, "not valid JSON") != NULL, "%s", f.lc.last_error);
+    /* a different bad content is a new error */
+    file_put_atomic(f.ctl, "[1, 2, 3]");
+    expect_one_error(&f, 1, "array");
+    file_put_atomic(f.ctl, "{\"limit\": 268435456}");
+    expect_recovery(&f, 256 * MiB);
+    fixture_close(&f);
+}
+Test(control_malformed, garbage_inotify, .timeout = 30) { case_garbage(0); }
+Test(control_malformed, garbage_polling, .timeout = 30) { case_garbage(1); }
+
+static void case_partial(int poll)
+{
+    fixture_t f;
+    fixture_open(&f, poll);
+    /* written in place and left half done: the writer stalled or died */
+    file_put_inplace(f.ctl, "{\"limit\": \"256M\", \"perf\": 10");
+    expect_one_error(&f, 0, "partial");
+    cr_assert_eq(atomic_load(&f.v->perf), 100, "perf from a partial file was applied");
+    /* the writer finishes, still in place */
+    file_put_inplace(f.ctl, "{\"limit\": \"256M\", \"perf\": 100}");
+    expect_recovery(&f, 256 * MiB);
+    fixture_close(&f);
+}
+Test(control_malformed, partial_inotify, .timeout = 30) { case_partial(0); }
+Test(control_malformed, partial_polling, .timeout = 30) { case_partial(1); }
+
+static void case_empty(int poll)
+{
+    fixture_t f;
+    fixture_open(&f, poll);
+    file_put_inplace(f.ctl, "");
+    expect_one_error(&f, 0, "empty");
+    cr_assert(strstr(f.lc.last_error, "empty") != NULL, "%s", f.lc.last_error);
+    file_put_inplace(f.ctl, " \n\t ");
+    /* whitespace only is empty too; new content, so a new error */
+    cr_assert(WAIT_FOR(status_of(f.v).errors == 2));
+    cr_assert_eq(atomic_load(&f.lc.errors), 2);
+    file_put_inplace(f.ctl, "{\"limit\": \"128M\"}");
+    expect_recovery(&f, 128 * MiB);
+    fixture_close(&f);
+}
+Test(control_malformed, empty_inotify, .timeout = 30) { case_empty(0); }
+Test(control_malformed, empty_polling, .timeout = 30) { case_empty(1); }
+
+static void case_deleted_then_recreated(int poll)
+{
+    fixture_t f;
+    fixture_open(&f, poll);
+    cr_assert_eq(unlink(f.ctl), 0);
+    expect_one_error(&f, 0, "deleted");
+    cr_assert(strstr(f.lc.last_error, "deleted") != NULL, "%s", f.lc.last_error);
+    /* created again later, in place */
+    file_put_inplace(f.ctl, "{\"limit\": \"64M\"}");
+    expect_recovery(&f, 64 * MiB);
+    fixture_close(&f);
+}
+Test(control_malformed, deleted_then_recreated_inotify, .timeout = 30)
+{
+    case_deleted_then_recreated(0);
+}
+Test(control_malformed, deleted_then_recreated_polling, .timeout = 30)
+{
+    case_deleted_then_recreated(1);
+}
+
+static void case_bad_values(int poll)
+{
+    static const char *bad[] = {
+        "{\"limit\": \"lots\"}",
+        "{\"limit\": -5}",
+        "{\"limit\": 1.5}",
+        "{\"limit\": true}",
+        "{\"host_limit\": \"12Q\"}",
+        "{\"host_fallback\": \"maybe\"}",
+        "{\"perf\": 101}",
+        "{\"perf\": -1}",
+        "{\"perf\": 50.5}",
+        "{\"perf\": \"50\"}",
+        "{\"limit\": \"256M\"} trailing",
+        "{\"limit\": \"256M\",}",
+        "{\"sim:0\": [1]}",
+        "\"just a string\"",
+    };
+    fixture_t f;
+    fixture_open(&f, poll);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        file_put_atomic(f.ctl, bad[i]);
+        cr_assert(WAIT_FOR(status_of(f.v).errors == i + 1), "not rejected: %s", bad[i]);
+        vmem_step_end(f.v);
+        cr_assert_eq(limit_of(f.v), 512 * MiB, "applied: %s", bad[i]);
+        cr_assert_eq(atomic_load(&f.v->perf), 100, "perf applied: %s", bad[i]);
+    }
+    cr_assert_eq((size_t)atomic_load(&f.lc.errors), sizeof bad / sizeof bad[0]);
+    file_put_atomic(f.ctl, "{\"limit\": \"256M\", \"comment\": \"unknown keys are ignored\"}");
+    expect_recovery(&f, 256 * MiB);
+    fixture_close(&f);
+}
+Test(control_malformed, bad_values_inotify, .timeout = 30) { case_bad_values(0); }
+Test(control_malformed, bad_values_polling, .timeout = 30) { case_bad_values(1); }
+
+static void case_replaced_by_rename(int poll)
+{
+    fixture_t f;
+    fixture_open(&f, poll);
+    /* a file prepared elsewhere in the directory, moved over the control file */
+    char *other = path_join(f.dir, "prepared.json");
+    file_put_inplace(other, "{\"limit\": \"320M\"}");
+    sleep_ms(100);
+    cr_assert_eq(limit_of(f.v), 512 * MiB);
+    cr_assert_eq(rename(other, f.ctl), 0);
+    expect_recovery(&f, 320 * MiB);
+    /* bad content arriving by rename is an error like any other */
+    file_put_atomic(f.ctl, "{");
+    cr_assert(WAIT_FOR(status_of(f.v).errors == 1));
+    vmem_step_end(f.v);
+    cr_assert_eq(limit_of(f.v), 320 * MiB);
+    free(other);
+    fixture_close(&f);
+}
+Test(control_malformed, replaced_by_rename_inotify, .timeout = 30) { case_replaced_by_rename(0); }
+Test(control_malformed, replaced_by_rename_polling, .timeout = 30) { case_replaced_by_rename(1); }
+
+Test(control_malformed, missing_at_start_is_not_an_error, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    logcount_t lc;
+    logcount_init(&lc);
+    vmem_t *v = instance_make(1 * GiB, ctl, NULL, &lc, 0);
+    sleep_ms(100);
+    cr_assert_eq(atomic_load(&lc.errors), 0);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    cr_assert_eq(limit_of(v), 1 * GiB);
+    file_put_atomic(ctl, "{\"limit\": \"100M\"}");
+    cr_assert(wait_file_limit(v, 100 * MiB));
+    vmem_step_end(v);
+    cr_assert_eq(limit_of(v), 100 * MiB);
+    cr_assert_eq(atomic_load(&lc.errors), 0);
+    vmem_destroy(v);
+    free(ctl);
+    dir_remove(dir);
+}
+
+Test(control_malformed, bad_file_at_start_keeps_the_configuration, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    logcount_t lc;
+    logcount_init(&lc);
+    file_put_atomic(ctl, "{\"limit\": ");
+    vmem_t *v = instance_make(1 * GiB, ctl, NULL, &lc, 0);
+    cr_assert_eq(atomic_load(&lc.errors), 1);
+    cr_assert(strstr(lc.last_error, "nothing applied from it yet") != NULL, "%s", lc.last_error);
+    cr_assert_eq(limit_of(v), 1 * GiB);
+    vmem_destroy(v);
+    free(ctl);
+    dir_remove(dir);
+}

@@ -1,0 +1,309 @@
+/* Suite 'control': vmemctl end to end — the control file it writes, the
+ * statistics it shows, its exit codes — and a process (vmem-control-demo)
+ * following `vmemctl set-limit`.  The executables' paths come from the
+ * environment (VMEMCTL_EXE, CONTROL_DEMO_EXE; set by meson). */
+#include <cjson/cJSON.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "common.h"
+
+static const char *exe(const char *var)
+{
+    const char *p = getenv(var);
+    cr_assert(p && *p, "%s is not set (run through meson test)", var);
+    return p;
+}
+
+typedef struct run {
+    int status;        /* exit status, or -1 if killed */
+    char out[16384], err[4096];
+} run_t;
+
+static void fd_drain(const char *path, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/* Runs argv (NULL-terminated) with stdout and stderr captured. */
+static void run(run_t *r, const char *const argv[])
+{
+    char out[] = "/tmp/vmemctl-out-XXXXXX", err[] = "/tmp/vmemctl-err-XXXXXX";
+    int fo = mkstemp(out), fe = mkstemp(err);
+    cr_assert(fo >= 0 && fe >= 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+    close(fo);
+    close(fe);
+    fd_drain(out, r->out, sizeof r->out);
+    fd_drain(err, r->err, sizeof r->err);
+    unlink(out);
+    unlink(err);
+}
+
+static cJSON *json_load(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s", path);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    cJSON *root = cJSON_Parse(buf);
+    cr_assert_not_null(root, "%s is not JSON: %s", path, buf);
+    return root;
+}
+
+static double json_num(const cJSON *obj, const char *key)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    cr_assert(cJSON_IsNumber(it), "\"%s\" missing or not a number", key);
+    return it->valuedouble;
+}
+
+Test(control_vmemctl, set_limit_creates_the_file, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    run_t r;
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", ctl, "8G", NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "8589934592") != NULL, "%s", r.out);
+    cJSON *root = json_load(ctl);
+    cr_assert_eq(json_num(root, "limit"), 8589934592.0);
+    cJSON_Delete(root);
+    struct stat st;
+    cr_assert_eq(stat(ctl, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0644);
+    free(ctl);
+    dir_remove(dir);
+}
+
+Test(control_vmemctl, set_keeps_the_other_keys, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    file_put_atomic(ctl, "{\"perf\": 80, \"custom\": \"kept\", \"limit\": 1, \"mem_limit\": 2,"
+                         " \"0000:3b:00.0\": {\"mem_limit\": 1048576}}");
+    run_t r;
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", ctl, "512M", NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set", ctl, "host_limit", "2G", NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set", ctl, "host_fallback", "false", NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set", ctl, "perf", "40", NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", "--gpu", "sim:0", ctl, "256M",
+                                  NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+
+    cJSON *root = json_load(ctl);
+    cr_assert_eq(json_num(root, "limit"), 512.0 * MiB);
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(root, "mem_limit"), "synonym left behind");
+    cr_assert_eq(json_num(root, "host_limit"), 2.0 * GiB);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "host_fallback")));
+    cr_assert_eq(json_num(root, "perf"), 40);
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(root, "custom")->valuestring, "kept");
+    cr_assert_eq(json_num(cJSON_GetObjectItemCaseSensitive(root, "0000:3b:00.0"), "mem_limit"),
+                 1048576);
+    cr_assert_eq(json_num(cJSON_GetObjectItemCaseSensitive(root, "sim:0"), "mem_limit"),
+                 256.0 * MiB);
+    cJSON_Delete(root);
+
+    /* and libvmem reads what vmemctl wrote: the sim:0 entry wins */
+    vmem_t *v = instance_make(1 * GiB, ctl, NULL, NULL, 0);
+    vmem_stats_t s = {.size = sizeof s};
+    vmem_get_stats(v, &s);
+    cr_assert_eq(s.limit, 256 * MiB);
+    cr_assert_eq(s.host_limit, 2 * GiB);
+    cr_assert_eq(s.host_fallback, 0);
+    cr_assert_eq(s.perf, 40);
+    vmem_destroy(v);
+    free(ctl);
+    dir_remove(dir);
+}
+
+Test(control_vmemctl, malformed_control_file_is_left_alone, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    file_put_atomic(ctl, "{\"limit\": oops");
+    run_t r;
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", ctl, "1G", NULL});
+    cr_assert_eq(r.status, 1);
+    cr_assert(strstr(r.err, "not a JSON object") != NULL, "%s", r.err);
+    char buf[64];
+    fd_drain(ctl, buf, sizeof buf);
+    cr_assert_str_eq(buf, "{\"limit\": oops");
+    free(ctl);
+    dir_remove(dir);
+}
+
+Test(control_vmemctl, bad_arguments_exit_2_with_usage, .timeout = 30)
+{
+    const char *v = exe("VMEMCTL_EXE");
+    char *dir = dir_make();
+    char *file = path_join(dir, "x.json"); /* "@" below */
+    static const char *const cases[][6] = {
+        {NULL},
+        {"frobnicate", NULL},
+        {"set-limit", NULL},
+        {"set-limit", "@", NULL},
+        {"set-limit", "@", "lots", NULL},
+        {"set-limit", "@", "-1G", NULL},
+        {"set-limit", "@", "1G", "extra", NULL},
+        {"set", "@", "colour", "blue", NULL},
+        {"set", "@", "perf", "101", NULL},
+        {"set", "@", "perf", "fast", NULL},
+        {"set", "@", "host_fallback", "maybe", NULL},
+        {"stats", NULL},
+        {"stats", "--bogus", "@", NULL},
+        {"watch", "--count", "0", "@", NULL},
+        {"watch", "--interval", "soon", "@", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *argv[8] = {v};
+        for (int j = 0; cases[i][j]; j++)
+            argv[j + 1] = strcmp(cases[i][j], "@") ? cases[i][j] : file;
+        run_t r;
+        run(&r, argv);
+        cr_expect_eq(r.status, 2, "case %zu (%s): exit %d", i, cases[i][0] ? cases[i][0] : "-",
+                     r.status);
+        cr_expect(strstr(r.err, "usage:") != NULL, "case %zu: no usage on stderr: %s", i, r.err);
+        cr_expect_eq(access(file, F_OK), -1, "case %zu wrote the file", i);
+    }
+    run_t r;
+    run(&r, (const char *const[]){v, "--help", NULL});
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "set-limit") != NULL);
+    free(file);
+    dir_remove(dir);
+}
+
+Test(control_vmemctl, stats_and_watch_show_the_file, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *stats = path_join(dir, "stats.json");
+    vmem_t *v = instance_make(768 * MiB, NULL, stats, NULL, 0);
+    void *p = vmem_alloc(v, 100 * MiB);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+
+    run_t r;
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "stats", stats, NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "limit                768.00 MiB") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "in use               100.00 MiB") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "backend sim") != NULL, "%s", r.out);
+
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "stats", "--json", stats, NULL});
+    cr_assert_eq(r.status, 0);
+    char raw[8192];
+    fd_drain(stats, raw, sizeof raw);
+    cr_assert_str_eq(r.out, raw, "--json must print the file as it is");
+
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "watch", "--count", "3", "--interval", "0.05",
+                                  stats, NULL});
+    cr_assert_eq(r.status, 0);
+    int tables = 0;
+    for (const char *s = r.out; (s = strstr(s, "libvmem statistics:")); s++)
+        tables++;
+    cr_assert_eq(tables, 3, "%s", r.out);
+
+    char *missing = path_join(dir, "none.json");
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "stats", missing, NULL});
+    cr_assert_eq(r.status, 1);
+    cr_assert(strstr(r.err, "cannot read") != NULL);
+    vmem_free(v, p);
+    vmem_destroy(v);
+    free(missing);
+    free(stats);
+    dir_remove(dir);
+}
+
+/* An instance in this process follows vmemctl within one step: the change
+ * is held back until the step end, then applied by it. */
+Test(control_vmemctl, instance_follows_set_limit_at_the_next_step_end, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    vmem_t *v = instance_make(8 * GiB, ctl, NULL, NULL, 0);
+    const char *sizes[] = {"2G", "6G", "1G", "8G"};
+    size_t bytes[] = {2 * GiB, 6 * GiB, 1 * GiB, 8 * GiB};
+    for (int i = 0; i < 4; i++) {
+        run_t r;
+        run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", ctl, sizes[i], NULL});
+        cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+        cr_assert(wait_file_limit(v, bytes[i]), "%s not seen", sizes[i]);
+        cr_assert_eq(vmem_step_end(v), VMEM_OK);
+        cr_assert_eq(limit_of(v), bytes[i]);
+    }
+    vmem_destroy(v);
+    free(ctl);
+    dir_remove(dir);
+}
+
+/* Another process (vmem-control-demo) is lowered and raised by vmemctl,
+ * and `vmemctl stats` shows each change. */
+Test(control_vmemctl, demo_process_follows_set_limit, .timeout = 60)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    char *stats = path_join(dir, "stats.json");
+    char out[] = "/tmp/vmem-demo-out-XXXXXX";
+    int fo = mkstemp(out);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fo, 2);
+        setenv("VMEM_BACKEND", "sim", 1);
+        execl(exe("CONTROL_DEMO_EXE"), "vmem-control-demo", "--steps", "0", "--step-ms", "20",
+              "--work", "1G", ctl, stats, (char *)NULL);
+        _exit(127);
+    }
+    cr_assert(WAIT_FOR(access(stats, F_OK) == 0), "the demo never wrote its statistics");
+    const char *sizes[] = {"2G", "6G", "512M", "8G"};
+    const char *shown[] = {"2.00 GiB", "6.00 GiB", "512.00 MiB", "8.00 GiB"};
+    int ok = 1;
+    for (int i = 0; i < 4 && ok; i++) {
+        run_t r;
+        run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", ctl, sizes[i], NULL});
+        cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+        char want[64];
+        snprintf(want, sizeof want, "limit                %s", shown[i]);
+        ok = WAIT_FOR(({
+            run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "stats", stats, NULL});
+            r.status == 0 && strstr(r.out, want) != NULL;
+        }));
+        cr_expect(ok, "the demo did not follow set-limit %s; last stats:\n%s", sizes[i], r.out);
+    }
+    kill(pid, SIGTERM);
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the demo did not exit cleanly");
+    char log[16384];
+    fd_drain(out, log, sizeof log);
+    close(fo);
+    unlink(out);
+    cr_assert(strstr(log, "limit 8.00 GiB -> 2.00 GiB") != NULL, "demo output:\n%s", log);
+    cr_assert(strstr(log, "done after") != NULL, "demo output:\n%s", log);
+    free(ctl);
+    free(stats);
+    dir_remove(dir);
+}
