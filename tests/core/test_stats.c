@@ -1,0 +1,262 @@
+/*
+ * Statistics (DESIGN semantics 6 and 7): the versioned struct, its JSON
+ * rendering (parsed with cJSON), the step boundary's min/max.
+ */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+TestSuite(stats, .timeout = 30);
+
+static const char *antman_keys[] = {
+    "deviceMemUsedMax", "deviceMemUsedMin", "deviceMemPoolSize", "deviceMemStable",
+    "hostMemUsedMax",   "hostMemUsedMin",   "hostMemPoolSize",   "swapReason",
+    "miniBatchDuration",
+};
+
+/* The JSON of v, parsed; the caller deletes it. */
+static cJSON *stats_parsed(vmem_t *v)
+{
+    size_t need = 0;
+    cr_assert_eq(vmem_stats_json(v, NULL, 0, &need), VMEM_ERR_SIZE);
+    char *buf = malloc(need + 1);
+    cr_assert_not_null(buf);
+    size_t need2 = 0;
+    cr_assert_eq(vmem_stats_json(v, buf, need + 1, &need2), VMEM_OK);
+    cr_assert_eq(need2, need);
+    cr_assert_eq(strlen(buf), need);
+    cJSON *j = cJSON_Parse(buf);
+    cr_assert_not_null(j, "statistics JSON does not parse near \"%.40s\": %s", cJSON_GetErrorPtr(),
+                       buf);
+    cr_assert(cJSON_IsObject(j));
+    free(buf);
+    return j;
+}
+
+static double json_number(const cJSON *j, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    cr_assert(cJSON_IsNumber(x), "key %s missing or not a number", key);
+    return x->valuedouble;
+}
+
+/* A workload with device and host blocks, some freed. */
+static vmem_t *busy_instance(void **keep)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, 8 * MiB, 16 * MiB, 64 * MiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    void *a = vmem_alloc(v, 3 * MiB), *b = vmem_alloc(v, 1000), *c = vmem_alloc(v, 6 * MiB);
+    cr_assert(a && b && c);
+    cr_assert_eq(location_of(v, c), VMEM_LOC_HOST, "setup: c spills");
+    cr_assert_eq(vmem_free(v, a), VMEM_OK);
+    keep[0] = b;
+    keep[1] = c;
+    return v;
+}
+
+Test(stats, struct_fields_sane)
+{
+    void *keep[2];
+    vmem_t *v = busy_instance(keep);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    vmem_stats_t s = stats_of(v);
+    cr_assert_eq(s.size, sizeof s);
+    cr_assert_eq(s.version, VMEM_STATS_VERSION);
+    cr_assert_str_eq(s.backend, "sim");
+    cr_assert_eq(s.limit, 8 * MiB);
+    cr_assert_eq(s.pending_limit, 0);
+    cr_assert_eq(s.start_cap, 16 * MiB);
+    cr_assert_leq(s.device_held, s.limit);
+    cr_assert_geq(s.device_held, s.device_in_use);
+    cr_assert_eq(s.device_in_use, 1024, "b rounds to 1024 bytes");
+    cr_assert_eq(s.device_requested, 1000);
+    cr_assert_geq(s.device_peak_held, s.device_held);
+    cr_assert_geq(s.device_peak_in_use, 3 * MiB + 1024);
+    cr_assert_geq(s.device_regions, 1);
+    cr_assert_eq(s.host_limit, 64 * MiB);
+    cr_assert_geq(s.host_held, s.host_in_use);
+    cr_assert_geq(s.host_in_use, 6 * MiB);
+    cr_assert_leq(s.host_held, s.host_limit);
+    cr_assert_geq(s.host_peak_held, s.host_held);
+    cr_assert_geq(s.host_peak_in_use, s.host_in_use);
+    cr_assert_eq(s.allocs, 3);
+    cr_assert_eq(s.frees, 1);
+    cr_assert_eq(s.spills, 1);
+    cr_assert_eq(s.spilled_bytes, 6 * MiB);
+    cr_assert_eq(s.failures, 0);
+    cr_assert_eq(s.bad_frees, 0);
+    cr_assert_geq(s.device_region_allocs, s.device_regions);
+    cr_assert_eq(s.steps, 1);
+    cr_assert_geq(s.last_step_seconds, 0.0);
+    cr_assert_leq(s.step_device_min, s.step_device_max);
+    cr_assert_leq(s.step_host_min, s.step_host_max);
+    cr_assert_eq(s.host_fallback, 1);
+    cr_assert(s.perf >= 0 && s.perf <= 100, "perf %d", s.perf);
+    vmem_free(v, keep[0]);
+    vmem_free(v, keep[1]);
+    vmem_destroy(v);
+}
+
+Test(stats, json_has_antman_keys_and_parses)
+{
+    void *keep[2];
+    vmem_t *v = busy_instance(keep);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    cJSON *j = stats_parsed(v);
+    for (size_t i = 0; i < sizeof antman_keys / sizeof antman_keys[0]; i++)
+        cr_assert(cJSON_HasObjectItem(j, antman_keys[i]), "key %s missing", antman_keys[i]);
+    const cJSON *reason = cJSON_GetObjectItemCaseSensitive(j, "swapReason");
+    cr_assert(cJSON_IsString(reason));
+    cr_assert_str_eq(reason->valuestring, "limit");
+    /* The numbers agree with the struct. */
+    vmem_stats_t s = stats_of(v);
+    cr_assert_eq((size_t)json_number(j, "deviceMemPoolSize"), s.device_held);
+    cr_assert_eq((size_t)json_number(j, "hostMemPoolSize"), s.host_held);
+    cr_assert_eq((size_t)json_number(j, "deviceMemUsedMax"), s.step_device_max);
+    cr_assert_eq((size_t)json_number(j, "deviceMemUsedMin"), s.step_device_min);
+    cr_assert_eq((size_t)json_number(j, "hostMemUsedMax"), s.step_host_max);
+    cr_assert_eq((size_t)json_number(j, "hostMemUsedMin"), s.step_host_min);
+    cr_assert_eq((size_t)json_number(j, "deviceMemStable"), s.device_in_use,
+                 "stable: in use at the last step end");
+    cr_assert_geq(json_number(j, "miniBatchDuration"), 0);
+    cJSON_Delete(j);
+    vmem_free(v, keep[0]);
+    vmem_free(v, keep[1]);
+    vmem_destroy(v);
+}
+
+Test(stats, json_fresh_instance_parses)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 8 * MiB, 0, 0, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    cJSON *j = stats_parsed(v);
+    for (size_t i = 0; i < sizeof antman_keys / sizeof antman_keys[0]; i++)
+        cr_assert(cJSON_HasObjectItem(j, antman_keys[i]), "key %s missing", antman_keys[i]);
+    cr_assert_str_eq(cJSON_GetObjectItemCaseSensitive(j, "swapReason")->valuestring, "none");
+    cr_assert_eq(json_number(j, "deviceMemPoolSize"), 0);
+    cJSON_Delete(j);
+    vmem_destroy(v);
+}
+
+Test(stats, json_small_buffer)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, 8 * MiB, 0, 0, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    size_t need = 0;
+    cr_assert_eq(vmem_stats_json(v, NULL, 0, &need), VMEM_ERR_SIZE);
+    cr_assert_gt(need, 100);
+    char *full = malloc(need + 1);
+    cr_assert_eq(vmem_stats_json(v, full, need + 1, NULL), VMEM_OK);
+    cr_assert_eq(strlen(full), need);
+    /* One byte short (no room for the NUL), and much shorter: truncated,
+     * NUL-terminated, *needed still the full length. */
+    size_t lens[] = {need, need / 2, 10, 1};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        char *buf = malloc(lens[i] + 16);
+        memset(buf, 'X', lens[i] + 16);
+        size_t n = 0;
+        cr_assert_eq(vmem_stats_json(v, buf, lens[i], &n), VMEM_ERR_SIZE, "len %zu", lens[i]);
+        cr_assert_eq(n, need, "len %zu: *needed %zu, expected %zu", lens[i], n, need);
+        cr_assert_eq(strlen(buf), lens[i] - 1, "len %zu: not NUL-terminated at the end", lens[i]);
+        cr_assert_eq(strncmp(buf, full, lens[i] - 1), 0, "len %zu: not a prefix", lens[i]);
+        cr_assert_eq(buf[lens[i]], 'X', "len %zu: wrote past the buffer", lens[i]);
+        free(buf);
+    }
+    free(full);
+    vmem_destroy(v);
+}
+
+Test(stats, older_smaller_struct_honoured)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, 8 * MiB, 0, 0, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    void *p = vmem_alloc(v, 4096);
+    cr_assert_not_null(p);
+    /* An older caller knew the struct only up to device_in_use. */
+    const size_t old_size = offsetof(vmem_stats_t, device_requested);
+    union {
+        vmem_stats_t s;
+        unsigned char bytes[sizeof(vmem_stats_t)];
+    } u;
+    memset(&u, 0xAB, sizeof u);
+    u.s.size = (uint32_t)old_size;
+    cr_assert_eq(vmem_get_stats(v, &u.s), VMEM_OK);
+    cr_assert_eq(u.s.size, old_size, "size keeps the caller's value");
+    cr_assert_eq(u.s.version, VMEM_STATS_VERSION);
+    cr_assert_str_eq(u.s.backend, "sim");
+    cr_assert_eq(u.s.limit, 8 * MiB);
+    cr_assert_eq(u.s.device_in_use, 4096);
+    for (size_t i = old_size; i < sizeof u; i++)
+        cr_assert_eq(u.bytes[i], 0xAB, "byte %zu past the caller's size was written", i);
+    /* Too small for even the header: refused, untouched. */
+    memset(&u, 0xAB, sizeof u);
+    u.s.size = 4;
+    cr_assert_eq(vmem_get_stats(v, &u.s), VMEM_ERR_INVALID);
+    for (size_t i = sizeof u.s.size; i < sizeof u; i++)
+        cr_assert_eq(u.bytes[i], 0xAB);
+    /* A newer, larger caller: the known part is filled, size says how much. */
+    struct {
+        vmem_stats_t s;
+        unsigned char future[64];
+    } big;
+    memset(&big, 0xCD, sizeof big);
+    big.s.size = sizeof big;
+    cr_assert_eq(vmem_get_stats(v, &big.s), VMEM_OK);
+    cr_assert_eq(big.s.size, sizeof(vmem_stats_t), "size reports what was filled");
+    for (size_t i = 0; i < sizeof big.future; i++)
+        cr_assert_eq(big.future[i], 0xCD);
+    vmem_free(v, p);
+    vmem_destroy(v);
+}
+
+Test(stats, step_end_records_min_max)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, 16 * MiB, 0, 64 * MiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    void *a = vmem_alloc(v, MiB);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    vmem_stats_t s = stats_of(v);
+    cr_assert_eq(s.steps, 1);
+    cr_assert_eq(s.step_device_max, MiB);
+    /* Step 2: in use goes 1 -> 3 -> 4 -> 2 -> 1 -> 0 MiB. */
+    void *b = vmem_alloc(v, 2 * MiB), *c = vmem_alloc(v, MiB);
+    cr_assert(a && b && c);
+    vmem_free(v, b);
+    vmem_free(v, a);
+    vmem_free(v, c);
+    s = stats_of(v);
+    cr_assert_eq(s.step_device_max, MiB, "last step's values until the step ends");
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    s = stats_of(v);
+    cr_assert_eq(s.steps, 2);
+    cr_assert_eq(s.step_device_max, 4 * MiB, "max %zu", s.step_device_max);
+    cr_assert_eq(s.step_device_min, 0, "min %zu", s.step_device_min);
+    cr_assert_eq(s.step_host_max, 0);
+    /* Step 3: nothing happens: min == max == what is in use (0). */
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    s = stats_of(v);
+    cr_assert_eq(s.step_device_min, 0);
+    cr_assert_eq(s.step_device_max, 0);
+    /* Step 4: a spill shows in the host min/max. */
+    void *d = vmem_alloc(v, 16 * MiB);
+    void *h = vmem_alloc(v, 2 * MiB);
+    cr_assert_eq(location_of(v, h), VMEM_LOC_HOST);
+    vmem_free(v, h);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    s = stats_of(v);
+    cr_assert_eq(s.step_host_max, 2 * MiB);
+    cr_assert_eq(s.step_host_min, 0);
+    cr_assert_eq(s.step_device_min, 0);
+    cr_assert_eq(s.step_device_max, 16 * MiB);
+    cJSON *j = stats_parsed(v);
+    cr_assert_eq((size_t)json_number(j, "hostMemUsedMax"), 2 * MiB);
+    cr_assert_eq((size_t)json_number(j, "deviceMemUsedMax"), 16 * MiB);
+    cr_assert_eq((size_t)json_number(j, "deviceMemStable"), 16 * MiB);
+    cJSON_Delete(j);
+    vmem_free(v, d);
+    vmem_destroy(v);
+}
