@@ -42,6 +42,7 @@ typedef struct options {
 typedef struct result {
     double ns_per_op, ns_min, ns_max;
     size_t peak_reserved, peak_host, regions;
+    uint64_t warm_region_allocs;  /* backend region requests during the timed passes */
     uint64_t spilled, failed;
     size_t min_limit;        /* 0: not searched */
     int min_limit_exact;     /* 0: the search hit its upper bound */
@@ -300,6 +301,8 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
     r->spilled = s1.spills - s0.spills;
     r->failed = failed;
 
+    vmem_stats_t w0;
+    stats_read(v, &w0);
     for (int k = 0; k < o->repeat; k++) {
         stats_read(v, &s0);
         ns[k] = replay_pass(t, &ops, ptrs, &failed, NULL, NULL) / (double)t->nevents;
@@ -309,6 +312,7 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
         if (failed > r->failed)
             r->failed = failed;
     }
+    r->warm_region_allocs = s1.device_region_allocs - w0.device_region_allocs;
     r->ns_per_op = replay_median(ns, (size_t)o->repeat);
     r->ns_min = ns[0];
     r->ns_max = ns[o->repeat - 1];
@@ -375,8 +379,9 @@ static void print_json(const options_t *o, const trace_t *t, const result_t *r)
         fprintf(f, ", \"min_limit\": null, \"min_limit_ratio\": null");
     }
     fprintf(f, ", \"limit\": %zu, \"allocs\": %zu, \"frees\": %zu, \"never_freed\": %zu, "
-               "\"device_regions\": %zu}\n",
-            o->limit, t->nallocs, t->nfrees, t->live_at_end, r->regions);
+               "\"device_regions\": %zu, \"warm_region_allocs\": %llu}\n",
+            o->limit, t->nallocs, t->nfrees, t->live_at_end, r->regions,
+            (unsigned long long)r->warm_region_allocs);
     fflush(f);
 }
 
