@@ -189,6 +189,32 @@ Test(bfc, best_fit_chosen)
     (void)fence;
 }
 
+Test(bfc, best_fit_within_one_bin)
+{
+    /* 65 KiB and 67 KiB share a bin (64..68 KiB); bins are not sorted, so the
+     * search must compare sizes inside the bin.  Both insertion orders. */
+    size_t first[2] = {65 * KiB, 67 * KiB};
+    for (int order = 0; order < 2; order++) {
+        bfc_arena_t *a = arena_open(0, 64 * MiB, NULL);
+        size_t s0 = first[order], s1 = first[1 - order];
+        cr_assert_eq(bfc_bin_index(s0), bfc_bin_index(s1), "setup: one bin");
+        void *h0 = a_alloc_ok(a, s0, 0);
+        a_alloc_ok(a, KiB, 0);
+        void *h1 = a_alloc_ok(a, s1, 0);
+        a_alloc_ok(a, KiB, 0);
+        a_free(a, h0, 0);
+        a_free(a, h1, 0);
+        cr_assert(chunk_at(a, h0)->size == s0 && chunk_at(a, h1)->size == s1,
+                  "setup: two fenced holes");
+        void *small = s0 < s1 ? h0 : h1;
+        void *p = a_alloc_ok(a, 64 * KiB + 512, 0);
+        cr_assert_eq(p, small, "order %d: expected the 65 KiB hole %p, got %p", order, small, p);
+        void *q = a_alloc_ok(a, 64 * KiB + 512, 0);
+        cr_assert_eq(q, s0 < s1 ? h1 : h0, "order %d: then the 67 KiB hole", order);
+        arena_close();
+    }
+}
+
 Test(bfc, split_and_no_split)
 {
     bfc_params_t prm = {.min_region = 2 * MiB, .max_region = 64 * MiB, .split_min = 4 * KiB};

@@ -3,6 +3,13 @@
  * free random sizes with patterns while one thread moves the limit up and
  * down and one calls vmem_step_end.  At the end: vmem_check passes and the
  * counters agree with what the threads did.
+ *
+ * vmem_step_end is the step boundary, the safe point at which vmm-style
+ * backends may move block contents between host and device (DESIGN
+ * semantics 6): a runtime calls it while no kernel touches memory.  The
+ * workers model kernels by touching their blocks under a read lock that the
+ * step thread takes for writing; allocation, free and limit changes stay
+ * fully concurrent with it.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -29,6 +36,7 @@ typedef struct worker {
 } worker_t;
 
 static atomic_int stop;
+static pthread_rwlock_t kernels = PTHREAD_RWLOCK_INITIALIZER;
 
 static void worker_fail(worker_t *w, const char *what, const void *p)
 {
@@ -43,8 +51,10 @@ static void *worker_run(void *arg)
     for (int op = 0; op < OPS; op++) {
         size_t i = rng_range(&rng, 0, SLOTS - 1);
         if (w->p[i]) {
+            pthread_rwlock_rdlock(&kernels);
             if (!pattern_ok(w->p[i], w->size[i], w->id[i]))
                 worker_fail(w, "block overwritten", w->p[i]);
+            pthread_rwlock_unlock(&kernels);
             if (vmem_free(w->v, w->p[i]) != VMEM_OK)
                 worker_fail(w, "vmem_free failed", w->p[i]);
             else
@@ -63,7 +73,9 @@ static void *worker_run(void *arg)
             w->p[i] = p;
             w->size[i] = size;
             w->id[i] = (w->seed << 32) | (uint64_t)op;
+            pthread_rwlock_rdlock(&kernels);
             pattern_fill(p, size, w->id[i]);
+            pthread_rwlock_unlock(&kernels);
         }
     }
     for (size_t i = 0; i < SLOTS; i++)
@@ -103,7 +115,9 @@ static void *stepper_run(void *arg)
     stepper_t *s = arg;
     char json[4096];
     while (!atomic_load(&stop)) {
+        pthread_rwlock_wrlock(&kernels);
         vmem_status_t st = vmem_step_end(s->v);
+        pthread_rwlock_unlock(&kernels);
         if (st != VMEM_OK && !s->error[0])
             snprintf(s->error, sizeof s->error, "vmem_step_end: %s", vmem_strerror(st));
         if (vmem_stats_json(s->v, json, sizeof json, NULL) != VMEM_OK && !s->error[0])
