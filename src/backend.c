@@ -3,6 +3,8 @@
 #include "backend.h"
 
 #include <assert.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -10,6 +12,9 @@
 
 #define SIM_GRANULE ((size_t)2 << 20)
 #define SIM_MAX_CAPACITY ((size_t)16 << 40)
+#define SIM_HOST_RANGE ((size_t)64 << 30) /* sim-vmm: room in the range for host
+                                             memory mapped in place (the default
+                                             host limit) */
 
 /* ------------------------------------------------------------------------ */
 /* Wrappers                                                                 */
@@ -72,6 +77,50 @@ void backend_region_free(backend_t *b, void *base, size_t size)
     b->ops->region_free(b, base, size);
 }
 
+vmem_status_t backend_region_alloc_host(backend_t *b, size_t size, void *hint, void **base)
+{
+    assert(size > 0 && size % b->granule == 0);
+    if (!b->host_ops)
+        return VMEM_ERR_UNSUPPORTED;
+    backend_t *peer = b->host_peer ? b->host_peer : b;
+    peer->requests++;
+    if (faults_fire(&peer->faults)) {
+        peer->failures++;
+        return VMEM_ERR_BACKEND;
+    }
+    void *p = NULL;
+    vmem_status_t st = b->host_ops->region_alloc_host(b, size, hint, &p);
+    if (st != VMEM_OK) {
+        peer->failures++;
+        return st;
+    }
+    assert(p != NULL && (uintptr_t)p % b->granule == 0);
+    *base = p;
+    return VMEM_OK;
+}
+
+vmem_status_t backend_region_move(backend_t *b, void *base, size_t size, int to_host)
+{
+    assert(base && size > 0 && size % b->granule == 0 && (uintptr_t)base % b->granule == 0);
+    if (!b->host_ops)
+        return VMEM_ERR_UNSUPPORTED;
+    backend_t *side = to_host && b->host_peer ? b->host_peer : b;
+    side->requests++;
+    if (faults_fire(&side->faults)) {
+        side->failures++;
+        return VMEM_ERR_BACKEND;
+    }
+    vmem_status_t st = b->host_ops->region_move(b, base, size, to_host);
+    if (st != VMEM_OK)
+        side->failures++;
+    return st;
+}
+
+backend_backing_t backend_backing(const backend_t *b, const void *addr)
+{
+    return b->host_ops ? b->host_ops->backing(b, addr) : BACKEND_BACKING_NONE;
+}
+
 vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes)
 {
     return b->ops->mem_info(b, free_bytes, total_bytes);
@@ -88,37 +137,54 @@ void backend_destroy(backend_t *b)
 /* ------------------------------------------------------------------------ */
 
 /*
- * A reserved, inaccessible virtual range; regions are granule runs made
- * readable and writable on allocation and dropped (MADV_DONTNEED, then
- * PROT_NONE) when given back, so untouched memory costs nothing and a stray
- * access to given-back memory faults.
- * Invariants: bit i of used is set iff granule i is handed out; in_use ==
- * popcount(used) * granule <= capacity.  The cudaMalloc-like flavour leaves
- * one unused guard granule after each region.
+ * A reserved, inaccessible virtual range (PROT_NONE, no memory behind it);
+ * regions are granule runs made readable and writable on allocation and
+ * made inaccessible again when given back, so untouched memory costs nothing
+ * and a stray access to given-back memory faults.
+ *
+ * sim: granules are private anonymous pages (mprotect on and off); one
+ * unused guard granule follows each region, as separate cudaMalloc blocks.
+ *
+ * sim-vmm: the "physical memory" is two memory files, one for the device and
+ * one for the host; granule i of the range maps page range [i*G, (i+1)*G) of
+ * the file that backs it (MAP_SHARED, same offset in both files).  Giving a
+ * granule back punches a hole in its file, so its pages are freed; moving a
+ * granule to the other side copies its pages into the other file and
+ * replaces the mapping (mremap), so the address stays and the data moves
+ * for real -- a move that forgot to copy would lose it.  Only pages that
+ * hold data are copied (SEEK_DATA), so a simulated 80 GiB device costs what
+ * was written.  Without memory files (memfd_create refused), sim-vmm falls
+ * back to anonymous pages and has no host backing.
+ *
+ * Invariants: host is a subset of used; in_use == popcount(used & ~host) *
+ * granule <= capacity; host_in_use == popcount(host) * granule; a granule
+ * that is not used has no pages in either file.
  */
 typedef struct sim_backend {
     backend_t base;
     char *va;
     size_t va_size;
     size_t ngranules;
-    uint64_t *used;
+    uint64_t *used;     /* granule handed out */
+    uint64_t *host;     /* granule handed out and backed by host memory */
     size_t capacity;
-    size_t in_use;
+    size_t in_use;      /* device-backed bytes handed out */
+    size_t host_in_use; /* host-backed bytes handed out */
+    int fd[2];          /* sim-vmm: device and host memory files; -1 if none */
     int vmm;
 } sim_backend_t;
 
-static int sim_bit(const sim_backend_t *s, size_t i)
-{
-    return (int)((s->used[i >> 6] >> (i & 63)) & 1);
-}
+enum { SIM_DEV = 0, SIM_HOST = 1 };
 
-static void sim_mark(sim_backend_t *s, size_t first, size_t n, int on)
+static int bit_get(const uint64_t *m, size_t i) { return (int)((m[i >> 6] >> (i & 63)) & 1); }
+
+static void bits_set(uint64_t *m, size_t first, size_t n, int on)
 {
     for (size_t i = first; i < first + n; i++) {
         if (on)
-            s->used[i >> 6] |= 1ull << (i & 63);
+            m[i >> 6] |= 1ull << (i & 63);
         else
-            s->used[i >> 6] &= ~(1ull << (i & 63));
+            m[i >> 6] &= ~(1ull << (i & 63));
     }
 }
 
@@ -127,9 +193,54 @@ static int sim_run_free(const sim_backend_t *s, size_t first, size_t n)
     if (first + n > s->ngranules)
         return 0;
     for (size_t i = first; i < first + n; i++)
-        if (sim_bit(s, i))
+        if (bit_get(s->used, i))
             return 0;
     return 1;
+}
+
+/* First granule of a free run of n (plus guard granules for sim) at the hint
+ * if it is free there, else the lowest such run; SIZE_MAX if none. */
+static size_t sim_find_run(const sim_backend_t *s, size_t n, void *hint)
+{
+    size_t guard = s->vmm ? 0 : 1;
+    if (hint && (char *)hint >= s->va && (char *)hint < s->va + s->va_size) {
+        size_t h = (size_t)((char *)hint - s->va) / SIM_GRANULE;
+        if (sim_run_free(s, h, n))
+            return h;
+    }
+    for (size_t i = 0; i + n + guard <= s->ngranules;) {
+        size_t j = 0;
+        while (j < n + guard && !bit_get(s->used, i + j))
+            j++;
+        if (j == n + guard)
+            return i;
+        i += j + 1;
+    }
+    return SIZE_MAX;
+}
+
+/* Maps [p, p + len) to the same offsets of memory file `side`. */
+static int sim_map_file(sim_backend_t *s, char *p, size_t len, int side)
+{
+    void *m = mmap(p, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, s->fd[side],
+                   (off_t)(p - s->va));
+    return m == MAP_FAILED ? -1 : 0;
+}
+
+/* Turns [p, p + len) back into inaccessible reservation. */
+static void sim_unmap(sim_backend_t *s, char *p, size_t len)
+{
+    (void)s;
+    void *m = mmap(p, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    assert(m != MAP_FAILED);
+    (void)m;
+}
+
+static void sim_punch(sim_backend_t *s, int side, size_t off, size_t len)
+{
+    int r = fallocate(s->fd[side], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+    assert(r == 0);
+    (void)r;
 }
 
 static vmem_status_t sim_region_alloc(backend_t *b, size_t size, void *hint, void **base)
@@ -138,29 +249,33 @@ static vmem_status_t sim_region_alloc(backend_t *b, size_t size, void *hint, voi
     if (size > s->capacity - s->in_use)
         return VMEM_ERR_NOMEM;
     size_t n = size / SIM_GRANULE;
-    size_t guard = s->vmm ? 0 : 1;
-    size_t first = SIZE_MAX;
-    if (hint && (char *)hint >= s->va && (char *)hint < s->va + s->va_size) {
-        size_t h = (size_t)((char *)hint - s->va) / SIM_GRANULE;
-        if (sim_run_free(s, h, n))
-            first = h;
-    }
-    for (size_t i = 0; first == SIZE_MAX && i + n + guard <= s->ngranules;) {
-        size_t j = 0;
-        while (j < n + guard && !sim_bit(s, i + j))
-            j++;
-        if (j == n + guard)
-            first = i;
-        else
-            i += j + 1;
-    }
+    size_t first = sim_find_run(s, n, hint);
     if (first == SIZE_MAX)
         return VMEM_ERR_NOMEM;
     char *p = s->va + first * SIM_GRANULE;
-    if (mprotect(p, size, PROT_READ | PROT_WRITE) != 0)
+    int r = s->fd[SIM_DEV] >= 0 ? sim_map_file(s, p, size, SIM_DEV)
+                                : mprotect(p, size, PROT_READ | PROT_WRITE);
+    if (r != 0)
         return VMEM_ERR_BACKEND;
-    sim_mark(s, first, n, 1);
+    bits_set(s->used, first, n, 1);
     s->in_use += size;
+    *base = p;
+    return VMEM_OK;
+}
+
+static vmem_status_t sim_region_alloc_host(backend_t *b, size_t size, void *hint, void **base)
+{
+    sim_backend_t *s = (sim_backend_t *)b;
+    size_t n = size / SIM_GRANULE;
+    size_t first = sim_find_run(s, n, hint);
+    if (first == SIZE_MAX)
+        return VMEM_ERR_NOMEM;
+    char *p = s->va + first * SIM_GRANULE;
+    if (sim_map_file(s, p, size, SIM_HOST) != 0)
+        return VMEM_ERR_BACKEND;
+    bits_set(s->used, first, n, 1);
+    bits_set(s->host, first, n, 1);
+    s->host_in_use += size;
     *base = p;
     return VMEM_OK;
 }
@@ -170,12 +285,95 @@ static void sim_region_free(backend_t *b, void *base, size_t size)
     sim_backend_t *s = (sim_backend_t *)b;
     size_t first = (size_t)((char *)base - s->va) / SIM_GRANULE, n = size / SIM_GRANULE;
     assert((char *)base >= s->va && first + n <= s->ngranules);
+    if (s->fd[SIM_DEV] < 0) {
+        for (size_t i = first; i < first + n; i++)
+            assert(bit_get(s->used, i));
+        madvise(base, size, MADV_DONTNEED);
+        mprotect(base, size, PROT_NONE);
+        bits_set(s->used, first, n, 0);
+        s->in_use -= size;
+        return;
+    }
+    /* Runs of one backing at a time. */
+    for (size_t i = first; i < first + n;) {
+        assert(bit_get(s->used, i));
+        int side = bit_get(s->host, i);
+        size_t j = i + 1;
+        while (j < first + n && bit_get(s->host, j) == side)
+            j++;
+        size_t off = i * SIM_GRANULE, len = (j - i) * SIM_GRANULE;
+        sim_unmap(s, s->va + off, len);
+        sim_punch(s, side, off, len);
+        if (side == SIM_HOST)
+            s->host_in_use -= len;
+        else
+            s->in_use -= len;
+        i = j;
+    }
+    bits_set(s->used, first, n, 0);
+    bits_set(s->host, first, n, 0);
+}
+
+/* Copies the pages of [off, off + len) that hold data in file `from` (read
+ * through the range) to dst. */
+static void sim_copy_data(sim_backend_t *s, int from, size_t off, size_t len, char *dst)
+{
+    off_t pos = (off_t)off, end = (off_t)(off + len);
+    while (pos < end) {
+        off_t d = lseek(s->fd[from], pos, SEEK_DATA);
+        if (d < 0 || d >= end)
+            break;
+        off_t h = lseek(s->fd[from], d, SEEK_HOLE);
+        if (h < 0 || h > end)
+            h = end;
+        memcpy(dst + (d - (off_t)off), s->va + d, (size_t)(h - d));
+        pos = h;
+    }
+}
+
+static vmem_status_t sim_region_move(backend_t *b, void *base, size_t size, int to_host)
+{
+    sim_backend_t *s = (sim_backend_t *)b;
+    size_t off = (size_t)((char *)base - s->va), first = off / SIM_GRANULE, n = size / SIM_GRANULE;
+    int from = to_host ? SIM_DEV : SIM_HOST, to = to_host ? SIM_HOST : SIM_DEV;
+    if ((char *)base < s->va || first + n > s->ngranules)
+        return VMEM_ERR_INVALID;
     for (size_t i = first; i < first + n; i++)
-        assert(sim_bit(s, i));
-    madvise(base, size, MADV_DONTNEED);
-    mprotect(base, size, PROT_NONE);
-    sim_mark(s, first, n, 0);
-    s->in_use -= size;
+        if (!bit_get(s->used, i) || bit_get(s->host, i) != from)
+            return VMEM_ERR_INVALID;
+    if (!to_host && size > s->capacity - s->in_use)
+        return VMEM_ERR_NOMEM;
+    /* The new backing, mapped elsewhere; copy; then it replaces the old. */
+    char *stage = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd[to], (off_t)off);
+    if (stage == MAP_FAILED)
+        return VMEM_ERR_BACKEND;
+    sim_copy_data(s, from, off, size, stage);
+    if (mremap(stage, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, base) == MAP_FAILED) {
+        munmap(stage, size);
+        sim_punch(s, to, off, size);
+        return VMEM_ERR_BACKEND;
+    }
+    sim_punch(s, from, off, size);
+    bits_set(s->host, first, n, to_host);
+    if (to_host) {
+        s->in_use -= size;
+        s->host_in_use += size;
+    } else {
+        s->in_use += size;
+        s->host_in_use -= size;
+    }
+    return VMEM_OK;
+}
+
+static backend_backing_t sim_backing(const backend_t *b, const void *addr)
+{
+    const sim_backend_t *s = (const sim_backend_t *)b;
+    if ((const char *)addr < s->va || (const char *)addr >= s->va + s->va_size)
+        return BACKEND_BACKING_NONE;
+    size_t i = (size_t)((const char *)addr - s->va) / SIM_GRANULE;
+    if (!bit_get(s->used, i))
+        return BACKEND_BACKING_NONE;
+    return bit_get(s->host, i) ? BACKEND_BACKING_HOST : BACKEND_BACKING_DEVICE;
 }
 
 static vmem_status_t sim_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes)
@@ -190,11 +388,34 @@ static void sim_destroy(backend_t *b)
 {
     sim_backend_t *s = (sim_backend_t *)b;
     munmap(s->va, s->va_size);
+    for (int i = 0; i < 2; i++)
+        if (s->fd[i] >= 0)
+            close(s->fd[i]);
     free(s->used);
+    free(s->host);
     free(s);
 }
 
 static const backend_ops_t sim_ops = {sim_region_alloc, sim_region_free, sim_mem_info, sim_destroy};
+static const backend_host_ops_t sim_host_ops = {sim_region_alloc_host, sim_region_move, sim_backing};
+
+/* Opens the two memory files of sim-vmm, each as large as the range (sparse:
+ * they cost what is written).  Returns 0, or -1 with both left closed. */
+static int sim_files_open(sim_backend_t *s)
+{
+    for (int i = 0; i < 2; i++) {
+        s->fd[i] = memfd_create(i == SIM_DEV ? "vmem-sim-device" : "vmem-sim-host", MFD_CLOEXEC);
+        if (s->fd[i] < 0 || ftruncate(s->fd[i], (off_t)s->va_size) != 0) {
+            for (int j = 0; j <= i; j++) {
+                if (s->fd[j] >= 0)
+                    close(s->fd[j]);
+                s->fd[j] = -1;
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
 
 vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out)
 {
@@ -204,16 +425,21 @@ vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out
     sim_backend_t *s = calloc(1, sizeof *s);
     if (!s)
         return VMEM_ERR_NOMEM;
-    /* Room for guard granules (sim) or for holes in the range (sim-vmm). */
-    s->va_size = capacity * (vmm_style ? 4 : 2) + SIM_GRANULE;
+    s->fd[0] = s->fd[1] = -1;
+    /* Room for guard granules (sim), or for holes in the range and host
+     * memory mapped in place (sim-vmm). */
+    s->va_size = vmm_style ? capacity * 4 + SIM_HOST_RANGE + SIM_GRANULE
+                           : capacity * 2 + SIM_GRANULE;
     s->ngranules = s->va_size / SIM_GRANULE;
     s->used = calloc((s->ngranules + 63) / 64, sizeof *s->used);
+    s->host = calloc((s->ngranules + 63) / 64, sizeof *s->host);
     void *va = mmap(NULL, s->va_size + SIM_GRANULE, PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (!s->used || va == MAP_FAILED) {
+    if (!s->used || !s->host || va == MAP_FAILED) {
         if (va != MAP_FAILED)
             munmap(va, s->va_size + SIM_GRANULE);
         free(s->used);
+        free(s->host);
         free(s);
         return VMEM_ERR_NOMEM;
     }
@@ -227,11 +453,16 @@ vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out
     s->va = (char *)aligned;
     s->capacity = capacity;
     s->vmm = vmm_style;
+    int files = vmm_style && sim_files_open(s) == 0;
     s->base.ops = &sim_ops;
+    s->base.host_ops = files ? &sim_host_ops : NULL;
     s->base.name = vmm_style ? "sim-vmm" : "sim";
     s->base.flags = BACKEND_F_SIMULATED |
-                    (vmm_style ? (BACKEND_F_CONTIGUOUS | BACKEND_F_SPLITTABLE) : 0);
+                    (vmm_style ? (BACKEND_F_CONTIGUOUS | BACKEND_F_SPLITTABLE) : 0) |
+                    (files ? BACKEND_F_HOST_BACKING : 0);
     s->base.granule = SIM_GRANULE;
+    s->base.range_base = (uintptr_t)s->va;
+    s->base.range_size = s->va_size;
     backend_set_faults(&s->base, 0, 0, 0);
     *out = &s->base;
     return VMEM_OK;

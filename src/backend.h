@@ -25,8 +25,17 @@ enum {
     BACKEND_F_CONTIGUOUS = 1u << 0, /* adjacent regions form one address range */
     BACKEND_F_SPLITTABLE = 1u << 1, /* any granule-aligned sub-range may be freed */
     BACKEND_F_HOST = 1u << 2,       /* memory lives on the host */
-    BACKEND_F_SIMULATED = 1u << 3   /* no real device behind it */
+    BACKEND_F_SIMULATED = 1u << 3,  /* no real device behind it */
+    BACKEND_F_HOST_BACKING = 1u << 4 /* granules may be backed by host memory
+                                        in the same range (ops below) */
 };
+
+/* Physical backing of one granule, as a backend reports it. */
+typedef enum backend_backing {
+    BACKEND_BACKING_NONE = 0,   /* not handed out */
+    BACKEND_BACKING_DEVICE = 1,
+    BACKEND_BACKING_HOST = 2
+} backend_backing_t;
 
 typedef struct backend backend_t;
 
@@ -41,6 +50,21 @@ typedef struct backend_ops {
     void (*destroy)(backend_t *b);
 } backend_ops_t;
 
+/* Host backing (backends flagged BACKEND_F_HOST_BACKING); region_free above
+ * takes back granules of either backing. */
+typedef struct backend_host_ops {
+    /* As region_alloc, backed by host memory that the device reads and
+     * writes at the same addresses. */
+    vmem_status_t (*region_alloc_host)(backend_t *b, size_t size, void *hint, void **base);
+    /* Re-backs [base, base + size) (granule-aligned, handed out, every
+     * granule currently on the other side) by host memory (to_host 1) or
+     * device memory (0), keeping its address and its contents; on failure
+     * nothing changed.  Waits for the device's queued work first. */
+    vmem_status_t (*region_move)(backend_t *b, void *base, size_t size, int to_host);
+    /* What backs the granule at addr (for checks). */
+    backend_backing_t (*backing)(const backend_t *b, const void *addr);
+} backend_host_ops_t;
+
 /* Fault injection state, shared by every backend (used by sim in tests). */
 typedef struct backend_faults {
     uint64_t countdown; /* fail when this reaches 1 on a request; 0: off */
@@ -53,6 +77,13 @@ struct backend {
     const char *name;    /* "sim", "sim-vmm", "host", "cuda", "pinned", "vmm" */
     unsigned flags;
     size_t granule;      /* region sizes are multiples of this */
+    const backend_host_ops_t *host_ops; /* BACKEND_F_HOST_BACKING only, else NULL */
+    /* Where requests for host memory (region_alloc_host, region_move to
+     * host) are counted and draw their injected faults: the host arena's
+     * backend when the allocator sets it, else this backend. */
+    backend_t *host_peer;
+    uintptr_t range_base; /* contiguous backends: the reserved range that */
+    size_t range_size;    /* every region lies in (0: not known) */
     backend_faults_t faults;
     uint64_t requests;   /* region_alloc calls */
     uint64_t failures;   /* region_alloc calls that failed (injected or real) */
@@ -61,6 +92,11 @@ struct backend {
 /* Requests a region, applying fault injection first. */
 vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void **base);
 void backend_region_free(backend_t *b, void *base, size_t size);
+/* BACKEND_F_HOST_BACKING backends (see backend_ops_t); fault injection
+ * applies to region_alloc_host too. */
+vmem_status_t backend_region_alloc_host(backend_t *b, size_t size, void *hint, void **base);
+vmem_status_t backend_region_move(backend_t *b, void *base, size_t size, int to_host);
+backend_backing_t backend_backing(const backend_t *b, const void *addr);
 vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes);
 void backend_destroy(backend_t *b);
 void backend_set_faults(backend_t *b, uint64_t nth, double rate, uint64_t seed);

@@ -299,6 +299,74 @@ static void held_add(bfc_arena_t *a, size_t n)
         a->peak_held = a->held;
 }
 
+/* Host backing: hostmap[i] is 1 iff granule i of the backend's range is in
+ * a region and backed by host memory. */
+static size_t hostmap_index(const bfc_arena_t *a, uintptr_t p)
+{
+    return (size_t)(p - a->backend->range_base) / a->granule;
+}
+
+static int granule_on_host(const bfc_arena_t *a, uintptr_t p)
+{
+    return a->held_host && a->hostmap[hostmap_index(a, p)];
+}
+
+static void hostmap_mark(bfc_arena_t *a, uintptr_t lo, uintptr_t hi, int on)
+{
+    memset(a->hostmap + hostmap_index(a, lo), on, (hi - lo) / a->granule);
+}
+
+/* Bytes of [p, p + size) on host-backed granules, and (in *device, if not
+ * NULL) whether any of it is on device memory. */
+static size_t span_host_bytes(const bfc_arena_t *a, uintptr_t p, size_t size, int *device)
+{
+    size_t g = a->granule, n = 0;
+    int dev = 0;
+    for (uintptr_t q = align_down(p, g); q < p + size; q += g) {
+        uintptr_t s = q > p ? q : p, e = q + g < p + size ? q + g : p + size;
+        if (granule_on_host(a, q))
+            n += e - s;
+        else
+            dev = 1;
+    }
+    if (device)
+        *device = dev;
+    return n;
+}
+
+/* Brings the in-use chunk c's host_bytes and the arena's sums up to date. */
+static void chunk_note_host(bfc_arena_t *a, bfc_chunk_t *c)
+{
+    size_t n = a->held_host ? span_host_bytes(a, c->addr, c->size, NULL) : 0;
+    if (n == c->host_bytes)
+        return;
+    if (c->host_bytes)
+        a->host_requested -= c->requested;
+    if (n)
+        a->host_requested += c->requested;
+    a->host_in_use = a->host_in_use - c->host_bytes + n;
+    if (a->host_in_use > a->peak_host_in_use)
+        a->peak_host_in_use = a->host_in_use;
+    c->host_bytes = n;
+}
+
+/* Takes [lo, hi) (granule-aligned, in a region, about to be given back) out
+ * of the totals: host-backed granules from held_host, the rest from held. */
+static void held_sub(bfc_arena_t *a, uintptr_t lo, uintptr_t hi)
+{
+    size_t host = 0;
+    if (a->held_host) {
+        for (uintptr_t p = lo; p < hi; p += a->granule) {
+            uint8_t *m = &a->hostmap[hostmap_index(a, p)];
+            host += *m;
+            *m = 0;
+        }
+        host *= a->granule;
+    }
+    a->held_host -= host;
+    a->held -= (hi - lo) - host;
+}
+
 /* Merges the chunks of right into left (they touch: left ends at right's
  * base), coalescing the two boundary chunks if both are free with one tag. */
 static void region_merge(bfc_arena_t *a, bfc_region_t *left, bfc_region_t *right)
@@ -325,8 +393,9 @@ static void region_merge(bfc_arena_t *a, bfc_region_t *left, bfc_region_t *right
     }
 }
 
-/* Adds a fresh region [base, base+size) as one free chunk. */
-static int region_add(bfc_arena_t *a, uintptr_t base, size_t size)
+/* Adds a fresh region [base, base+size) as one free chunk, backed by host
+ * memory if host (host-backing backends only). */
+static int region_add_backed(bfc_arena_t *a, uintptr_t base, size_t size, int host)
 {
     bfc_region_t *r = calloc(1, sizeof *r);
     bfc_chunk_t *c = r ? chunk_new(a) : NULL;
@@ -340,9 +409,17 @@ static int region_add(bfc_arena_t *a, uintptr_t base, size_t size)
     c->addr = base;
     c->size = size;
     c->region = r;
+    c->tag = host ? BFC_TAG_HOST : 0;
     region_link(a, r);
     bin_insert(a, c);
-    held_add(a, size);
+    if (host) {
+        hostmap_mark(a, base, base + size, 1);
+        a->held_host += size;
+        if (a->held_host > a->peak_held_host)
+            a->peak_held_host = a->held_host;
+    } else {
+        held_add(a, size);
+    }
     a->region_allocs++;
     if (a->backend->flags & BACKEND_F_CONTIGUOUS) {
         if (r->next && r->base + r->size == r->next->base)
@@ -351,6 +428,11 @@ static int region_add(bfc_arena_t *a, uintptr_t base, size_t size)
             region_merge(a, r->prev, r);
     }
     return 0;
+}
+
+static int region_add(bfc_arena_t *a, uintptr_t base, size_t size)
+{
+    return region_add_backed(a, base, size, 0);
 }
 
 /* Gives an entirely free region back to the backend. */
@@ -367,7 +449,7 @@ static void region_release(bfc_arena_t *a, bfc_region_t *r)
     }
     region_unlink(a, r);
     backend_region_free(a->backend, (void *)r->base, r->size);
-    a->held -= r->size;
+    held_sub(a, r->base, r->base + r->size);
     a->region_frees++;
     free(r);
 }
@@ -441,14 +523,240 @@ static int region_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t 
         free(r);
     }
     backend_region_free(a->backend, (void *)lo, hi - lo);
-    a->held -= hi - lo;
+    held_sub(a, lo, hi);
     a->region_frees++;
     return 0;
+}
+
+/* Gives back the host-backed granules lying wholly inside the free chunk c
+ * (right to left, so c keeps its start while anything is left of it).
+ * Returns c, or NULL if c itself was given back. */
+static bfc_chunk_t *chunk_release_host(bfc_arena_t *a, bfc_chunk_t *c)
+{
+    size_t g = a->granule;
+    uintptr_t lo = align_up(c->addr, g), at = align_down(c->addr + c->size, g);
+    while (at > lo) {
+        uintptr_t hi = at;
+        while (hi > lo && !granule_on_host(a, hi - g))
+            hi -= g;
+        if (hi == lo)
+            break;
+        uintptr_t from = hi;
+        while (from > lo && granule_on_host(a, from - g))
+            from -= g;
+        int whole = from == c->addr;
+        if (region_punch(a, c, from, hi) != 0)
+            break;
+        if (whole)
+            return NULL;
+        at = from;
+    }
+    return c;
+}
+
+static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c);
+
+/* End of the run of granules backed like the one holding p, capped at end. */
+static uintptr_t backing_run_end(const bfc_arena_t *a, uintptr_t p, uintptr_t end)
+{
+    size_t g = a->granule;
+    uintptr_t q = align_down(p, g);
+    int host = granule_on_host(a, q);
+    for (q += g; q < end && granule_on_host(a, q) == host; q += g)
+        ;
+    return q < end ? q : end;
+}
+
+/* Settles the free chunk c (in its bin) after frees or moves: it is cut
+ * where the backing changes, pieces on host get BFC_TAG_HOST and pieces on
+ * the device tag 0 (or keep their stream's tag), each merges with free
+ * neighbours of its tag; then whole free host-backed granules are given
+ * back.  A stream's tag may be dropped on host memory: only spills take it,
+ * and they come after the caller waited for every stream (bfc_alloc_spill).
+ * Returns the chunk now holding c's start, or NULL if that memory was given
+ * back. */
+static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
+{
+    uintptr_t stream = c->tag == BFC_TAG_HOST ? 0 : c->tag;
+    bin_remove(a, c);
+    /* Cut first (pieces stay out of the bins), tag, then merge: neighbouring
+     * pieces lie on different backings, so carry different tags. */
+    bfc_chunk_t *last = c;
+    for (;;) {
+        uintptr_t end = last->addr + last->size;
+        uintptr_t cut = backing_run_end(a, last->addr, end);
+        bfc_chunk_t *rest = cut < end ? chunk_new(a) : NULL;
+        int host = granule_on_host(a, align_down(last->addr, a->granule));
+        /* A piece that could not be cut off keeps everything it spans off
+         * ordinary allocations. */
+        last->tag = host || (cut < end && !rest) ? BFC_TAG_HOST : stream;
+        if (!rest) {
+            if (last != c && last->prev->tag == last->tag) {
+                bfc_chunk_t *p = last->prev;
+                p->size += last->size;
+                p->next = last->next;
+                if (last->next)
+                    last->next->prev = p;
+                chunk_delete(a, last);
+                last = p;
+            }
+            break;
+        }
+        rest->addr = cut;
+        rest->size = end - cut;
+        rest->region = last->region;
+        rest->prev = last;
+        rest->next = last->next;
+        if (last->next)
+            last->next->prev = rest;
+        last->next = rest;
+        last->size = cut - last->addr;
+        last = rest;
+    }
+    bfc_chunk_t *first = NULL;
+    for (bfc_chunk_t *x = c, *next; ; x = next) {
+        int is_last = x == last;
+        next = x->next;
+        x = chunk_coalesce(a, x);
+        bin_insert(a, x);
+        if (!first)
+            first = x;
+        if (is_last) {
+            last = x;
+            break;
+        }
+    }
+    /* Right to left: a punch only changes what lies at and right of it. */
+    for (bfc_chunk_t *x = last;;) {
+        bfc_chunk_t *left = x == first ? NULL : x->prev;
+        bfc_chunk_t *kept = x->tag == BFC_TAG_HOST ? chunk_release_host(a, x) : x;
+        if (!left)
+            return kept;
+        x = left;
+    }
+}
+
+/* Settles every free chunk that touches host memory or carries
+ * BFC_TAG_HOST (after tags were cleared or granules moved). */
+static void arena_settle_host(bfc_arena_t *a)
+{
+    uintptr_t resume = 0; /* everything below is settled */
+    for (;;) {
+        bfc_chunk_t *found = NULL;
+        for (bfc_region_t *r = a->regions; r && !found; r = r->next) {
+            if (r->base + r->size <= resume)
+                continue;
+            for (bfc_chunk_t *c = r->first; c; c = c->next) {
+                if (c->in_use || c->addr + c->size <= resume)
+                    continue;
+                int device;
+                size_t host = span_host_bytes(a, c->addr, c->size, &device);
+                if ((c->tag != BFC_TAG_HOST && host) || (c->tag == BFC_TAG_HOST && device)) {
+                    found = c;
+                    break;
+                }
+            }
+        }
+        if (!found)
+            return;
+        resume = found->addr + found->size;
+        chunk_settle_host(a, found);
+    }
+}
+
+/* Gives back every free host-backed granule of the arena. */
+static void arena_release_host(bfc_arena_t *a)
+{
+    uintptr_t resume = 0; /* everything below has been looked at */
+    for (;;) {
+        bfc_chunk_t *found = NULL;
+        for (bfc_region_t *r = a->regions; r && !found; r = r->next) {
+            if (r->base + r->size <= resume)
+                continue;
+            for (bfc_chunk_t *c = r->first; c; c = c->next) {
+                if (c->in_use || c->addr + c->size <= resume)
+                    continue;
+                uintptr_t lo = align_up(c->addr, a->granule);
+                uintptr_t hi = align_down(c->addr + c->size, a->granule);
+                for (uintptr_t p = lo; p < hi && !found; p += a->granule)
+                    if (granule_on_host(a, p))
+                        found = c;
+                if (found)
+                    break;
+            }
+        }
+        if (!found)
+            break;
+        resume = found->addr + found->size;
+        chunk_release_host(a, found);
+    }
+    /* Empty regions cut into free chunks of different tags: the granules
+     * no chunk covers whole go back with the region. */
+    for (bfc_region_t *r = a->regions, *n; r && a->held_host; r = n) {
+        n = r->next;
+        if (r->live == 0 && span_host_bytes(a, r->base, r->size, NULL))
+            region_release(a, r);
+    }
+}
+
+/* Gives back [lo, hi) (granule-aligned), covered by consecutive free chunks
+ * of which c holds lo: cuts them at lo and hi, joins what lies between into
+ * one chunk and punches it.  Returns 0, or -1 if metadata could not be
+ * allocated (the chunks are then merged but otherwise unchanged). */
+static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi)
+{
+    if (c->addr < lo) {
+        bfc_chunk_t *r = chunk_new(a);
+        if (!r)
+            return -1;
+        bin_remove(a, c);
+        r->addr = lo;
+        r->size = c->addr + c->size - lo;
+        r->region = c->region;
+        r->tag = c->tag;
+        r->prev = c;
+        r->next = c->next;
+        if (c->next)
+            c->next->prev = r;
+        c->next = r;
+        c->size = lo - c->addr;
+        bin_insert(a, c);
+        c = r;
+    } else {
+        bin_remove(a, c);
+    }
+    while (c->addr + c->size < hi) {
+        bfc_chunk_t *n = c->next;
+        assert(n && !n->in_use);
+        bin_remove(a, n);
+        if (n->addr + n->size > hi) {
+            size_t take = hi - n->addr;
+            c->size += take;
+            n->addr = hi;
+            n->size -= take;
+            bin_insert(a, n);
+        } else {
+            c->size += n->size;
+            c->next = n->next;
+            if (n->next)
+                n->next->prev = c;
+            chunk_delete(a, n);
+        }
+    }
+    bin_insert(a, c);
+    if (region_punch(a, c, lo, hi) == 0)
+        return 0;
+    bin_remove(a, c);
+    bin_insert(a, chunk_coalesce(a, c));
+    return -1;
 }
 
 size_t bfc_release(bfc_arena_t *a, size_t target)
 {
     size_t before = a->held;
+    /* Free host-backed granules are never worth keeping. */
+    if (a->held_host)
+        arena_release_host(a);
     /* Whole empty regions first, largest first. */
 again:
     while (a->held > target) {
@@ -463,15 +771,24 @@ again:
     if (a->held > target && (a->backend->flags & BACKEND_F_SPLITTABLE)) {
         size_t g = a->granule;
         while (a->held > target) {
+            /* The largest run of whole granules inside consecutive free
+             * chunks (of one tag, or several: stream tags may cut a free
+             * granule, and giving memory back waits for the device). */
             bfc_chunk_t *best = NULL;
             uintptr_t blo = 0, bhi = 0;
             for (bfc_region_t *r = a->regions; r; r = r->next) {
-                for (bfc_chunk_t *c = r->first; c; c = c->next) {
-                    if (c->in_use)
+                for (bfc_chunk_t *c = r->first; c;) {
+                    if (c->in_use) {
+                        c = c->next;
                         continue;
-                    uintptr_t lo = align_up(c->addr, g), hi = align_down(c->addr + c->size, g);
+                    }
+                    bfc_chunk_t *run = c;
+                    uintptr_t end = c->addr;
+                    for (; c && !c->in_use; c = c->next)
+                        end = c->addr + c->size;
+                    uintptr_t lo = align_up(run->addr, g), hi = align_down(end, g);
                     if (hi > lo && (!best || hi - lo > bhi - blo)) {
-                        best = c;
+                        best = run;
                         blo = lo;
                         bhi = hi;
                     }
@@ -483,7 +800,11 @@ again:
             size_t excess = align_up(a->held - target, g);
             if (bhi - blo > excess)
                 blo = bhi - excess;
-            if (region_punch(a, best, blo, bhi) != 0)
+            while (best->addr + best->size <= blo)
+                best = best->next;
+            int failed = bhi <= best->addr + best->size ? region_punch(a, best, blo, bhi)
+                                                        : span_punch(a, best, blo, bhi);
+            if (failed)
                 break;
             /* The punch may have left an empty region behind (free chunks
              * of different stream tags, none holding a whole granule). */
@@ -515,6 +836,15 @@ vmem_status_t bfc_init(bfc_arena_t *a, backend_t *b, const bfc_params_t *p, size
     a->limit = limit;
     if (map_init(&a->live, MAP_MIN_CAP) != 0)
         return VMEM_ERR_NOMEM;
+    /* Host backing needs the per-granule map; without it (no memory) the
+     * arena simply works without host backing. */
+    if ((b->flags & BACKEND_F_HOST_BACKING) && b->range_size >= a->granule &&
+        b->range_base % a->granule == 0) {
+        a->hostmap_len = b->range_size / a->granule;
+        a->hostmap = calloc(a->hostmap_len, 1);
+        if (!a->hostmap)
+            a->hostmap_len = 0;
+    }
     return VMEM_OK;
 }
 
@@ -533,6 +863,7 @@ size_t bfc_fini(bfc_arena_t *a)
     free(a->slabs);
     free(a->live.keys);
     free(a->live.vals);
+    free(a->hostmap);
     memset(a, 0, sizeof *a);
     return live;
 }
@@ -651,10 +982,13 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
     }
     c->in_use = 1;
     c->requested = size;
+    c->seq = ++a->seq;
     c->tag = 0;
     c->region->live++;
     a->in_use += c->size;
     a->requested += size;
+    if (a->held_host)
+        chunk_note_host(a, c);
     if (a->in_use > a->peak_in_use)
         a->peak_in_use = a->in_use;
     a->last_fail = BFC_FAIL_NONE;
@@ -695,14 +1029,21 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
         *size = c->size;
     a->in_use -= c->size;
     a->requested -= c->requested;
+    if (c->host_bytes) {
+        a->host_in_use -= c->host_bytes;
+        a->host_requested -= c->requested;
+        c->host_bytes = 0;
+    }
     c->in_use = 0;
     c->requested = 0;
     c->tag = tag;
     c->region->live--;
     c = chunk_coalesce(a, c);
     bin_insert(a, c);
+    if (a->held_host)
+        c = chunk_settle_host(a, c);
     if (a->pending) {
-        if (c->region->live == 0)
+        if (c && c->region->live == 0)
             region_release(a, c->region);
         if (a->held > a->limit)
             bfc_release(a, a->limit);
@@ -724,6 +1065,9 @@ void bfc_clear_tags(bfc_arena_t *a)
             bin_insert(a, c);
         }
     }
+    /* Free memory on host-backed granules goes back to the spills. */
+    if (a->held_host)
+        arena_settle_host(a);
     /* Merging may have freed whole regions or granules a pending shrink
      * is waiting for. */
     if (a->pending)
@@ -742,6 +1086,258 @@ vmem_status_t bfc_set_limit(bfc_arena_t *a, size_t limit)
         }
     }
     return VMEM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host backing: spill in place, evict, bring back                          */
+/* ------------------------------------------------------------------------ */
+
+void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_room)
+{
+    size_t rs = bfc_round(size), g = a->granule;
+    (void)tag; /* memory kept for spills belongs to no stream */
+    if (rs == 0) {
+        a->last_fail = BFC_FAIL_SIZE;
+        return NULL;
+    }
+    if (!a->hostmap) {
+        a->last_fail = BFC_FAIL_BACKEND;
+        return NULL;
+    }
+    /* Free host memory kept from earlier spills first, else new granules
+     * at the end of the arena, joined to its free host tail if it has one. */
+    if (!bin_find(a, rs, BFC_TAG_HOST)) {
+        void *hint = NULL;
+        size_t credit = 0;
+        if (a->regions) {
+            bfc_region_t *last = a->regions;
+            while (last->next)
+                last = last->next;
+            hint = (void *)(last->base + last->size);
+            bfc_chunk_t *tail = region_last(last);
+            if (!tail->in_use && tail->tag == BFC_TAG_HOST)
+                credit = tail->size;
+        }
+        for (;;) {
+            size_t n = align_up(rs - credit, g);
+            if (n < rs - credit || n > host_room) {
+                a->last_fail = BFC_FAIL_LIMIT;
+                return NULL;
+            }
+            void *base = NULL;
+            if (backend_region_alloc_host(a->backend, n, hint, &base) != VMEM_OK) {
+                a->last_fail = BFC_FAIL_BACKEND;
+                return NULL;
+            }
+            if (credit && base != hint) {
+                /* Not joined to the tail: the whole block must fit. */
+                backend_region_free(a->backend, base, n);
+                credit = 0;
+                hint = NULL;
+                continue;
+            }
+            if (region_add_backed(a, (uintptr_t)base, n, 1) != 0) {
+                backend_region_free(a->backend, base, n);
+                a->last_fail = BFC_FAIL_BACKEND;
+                return NULL;
+            }
+            break;
+        }
+    }
+    void *p = bfc_alloc(a, size, BFC_TAG_HOST);
+    if (!p) {
+        arena_release_host(a);
+        return NULL;
+    }
+    /* The rest of the chunk it came from keeps no whole granule of host. */
+    bfc_chunk_t *rest = map_get(&a->live, (uintptr_t)p)->next;
+    if (rest && !rest->in_use)
+        chunk_release_host(a, rest);
+    return p;
+}
+
+size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size)
+{
+    if (!a->held_host || size == 0)
+        return 0;
+    size_t g = a->granule, n = 0;
+    uintptr_t lo = (uintptr_t)p, hi = lo + size;
+    if (lo < a->backend->range_base || hi > a->backend->range_base + a->hostmap_len * g)
+        return 0;
+    for (uintptr_t q = align_down(lo, g); q < hi; q += g) {
+        if (!granule_on_host(a, q))
+            continue;
+        uintptr_t s = q > lo ? q : lo, e = q + g < hi ? q + g : hi;
+        n += e - s;
+    }
+    return n;
+}
+
+/* Moves the granule run [lo, hi) (one backing, all on the other side) to
+ * host (to_host) or to the device, updating the map and the totals. */
+static vmem_status_t run_move(bfc_arena_t *a, uintptr_t lo, uintptr_t hi, int to_host,
+                              bfc_moves_t *m)
+{
+    vmem_status_t st = backend_region_move(a->backend, (void *)lo, hi - lo, to_host);
+    if (st != VMEM_OK)
+        return st;
+    size_t n = hi - lo;
+    hostmap_mark(a, lo, hi, to_host);
+    if (to_host) {
+        a->held -= n;
+        a->held_host += n;
+        if (a->held_host > a->peak_held_host)
+            a->peak_held_host = a->held_host;
+        a->moved_to_host += n;
+        m->to_host += n;
+    } else {
+        a->held_host -= n;
+        held_add(a, n);
+        a->moved_to_device += n;
+        m->to_device += n;
+    }
+    return VMEM_OK;
+}
+
+/* Moves granules of [lo, hi) that are on the other side to host (to_host)
+ * or to the device, in maximal runs, at most budget bytes (a multiple of
+ * the granule), lowest addresses first.  *budget is reduced by what moved. */
+static vmem_status_t span_move(bfc_arena_t *a, uintptr_t lo, uintptr_t hi, int to_host,
+                               size_t *budget, bfc_moves_t *m)
+{
+    size_t g = a->granule;
+    for (uintptr_t p = lo; p < hi && *budget >= g;) {
+        if ((a->hostmap[hostmap_index(a, p)] != 0) == to_host) {
+            p += g;
+            continue;
+        }
+        uintptr_t e = p + g;
+        while (e < hi && e - p < *budget && (a->hostmap[hostmap_index(a, e)] != 0) != to_host)
+            e += g;
+        vmem_status_t st = run_move(a, p, e, to_host, m);
+        if (st != VMEM_OK)
+            return st;
+        *budget -= e - p;
+        p = e;
+    }
+    return VMEM_OK;
+}
+
+static int chunk_older(const void *x, const void *y)
+{
+    const bfc_chunk_t *c = *(const bfc_chunk_t *const *)x, *d = *(const bfc_chunk_t *const *)y;
+    return c->seq < d->seq ? -1 : c->seq > d->seq;
+}
+
+/* The live chunks touching a granule on the side `on_host` (1: host-backed,
+ * 0: device-backed), oldest allocation first.  *n gets their count; NULL
+ * with *n 0 if there are none or no memory for the list. */
+static bfc_chunk_t **live_by_age(const bfc_arena_t *a, int on_host, size_t *n)
+{
+    size_t g = a->granule, cap = a->live.count, k = 0;
+    *n = 0;
+    bfc_chunk_t **v = cap ? malloc(cap * sizeof *v) : NULL;
+    if (!v)
+        return NULL;
+    for (bfc_region_t *r = a->regions; r; r = r->next) {
+        for (bfc_chunk_t *c = r->first; c; c = c->next) {
+            if (!c->in_use)
+                continue;
+            uintptr_t hi = align_up(c->addr + c->size, g);
+            for (uintptr_t p = align_down(c->addr, g); p < hi; p += g) {
+                if ((a->hostmap[hostmap_index(a, p)] != 0) == on_host) {
+                    v[k++] = c;
+                    break;
+                }
+            }
+        }
+    }
+    qsort(v, k, sizeof *v, chunk_older);
+    *n = k;
+    return v;
+}
+
+/* A shrink below the live bytes: live granules go to host memory, those of
+ * the oldest allocations first, until held <= limit or host_room is used. */
+static vmem_status_t arena_evict(bfc_arena_t *a, size_t host_room, bfc_moves_t *m)
+{
+    size_t g = a->granule, k = 0;
+    bfc_chunk_t **v = live_by_age(a, 0, &k);
+    vmem_status_t st = VMEM_OK;
+    host_room = align_down(host_room, g);
+    for (size_t i = 0; i < k && st == VMEM_OK && a->held > a->limit && host_room; i++) {
+        size_t need = align_up(a->held - a->limit, g);
+        size_t budget = need < host_room ? need : host_room, before = budget;
+        st = span_move(a, align_down(v[i]->addr, g), align_up(v[i]->addr + v[i]->size, g), 1,
+                       &budget, m);
+        host_room -= before - budget;
+    }
+    free(v);
+    if (st == VMEM_OK && a->held > a->limit)
+        st = VMEM_ERR_NOMEM;
+    return st;
+}
+
+/* Host-backed granules back to device memory as far as the limit allows. */
+static vmem_status_t arena_bring_back(bfc_arena_t *a, bfc_moves_t *m)
+{
+    size_t g = a->granule;
+    if (a->held + a->held_host > a->limit)
+        bfc_release(a, a->limit > a->held_host ? a->limit - a->held_host : 0);
+    size_t room = a->held < a->limit ? align_down(a->limit - a->held, g) : 0;
+    if (room == 0)
+        return VMEM_OK;
+    if (room >= a->held_host) {
+        /* Everything fits: address order, in the longest runs. */
+        for (bfc_region_t *r = a->regions; r; r = r->next) {
+            vmem_status_t st = span_move(a, r->base, r->base + r->size, 0, &room, m);
+            if (st != VMEM_OK)
+                return st;
+        }
+        return VMEM_OK;
+    }
+    size_t k = 0;
+    bfc_chunk_t **v = live_by_age(a, 1, &k);
+    vmem_status_t st = VMEM_OK;
+    for (size_t i = 0; i < k && st == VMEM_OK && room; i++)
+        st = span_move(a, align_down(v[i]->addr, g), align_up(v[i]->addr + v[i]->size, g), 0,
+                       &room, m);
+    free(v);
+    return st;
+}
+
+vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves)
+{
+    bfc_moves_t m = {0};
+    vmem_status_t st = VMEM_OK;
+    if (!a->hostmap) {
+        if (moves)
+            *moves = m;
+        return VMEM_OK;
+    }
+    size_t host_before = a->held_host;
+    if (a->held_host)
+        arena_release_host(a);
+    m.host_released = host_before - a->held_host;
+    if (a->held > a->limit) {
+        bfc_release(a, a->limit);
+        if (a->held > a->limit)
+            st = arena_evict(a, host_room, &m);
+        if (a->held <= a->limit)
+            a->pending = 0;
+    } else if (a->held_host) {
+        st = arena_bring_back(a, &m);
+    }
+    if (m.to_host || m.to_device) {
+        arena_settle_host(a);
+        for (bfc_region_t *r = a->regions; r; r = r->next)
+            for (bfc_chunk_t *c = r->first; c; c = c->next)
+                if (c->in_use)
+                    chunk_note_host(a, c);
+    }
+    if (moves)
+        *moves = m;
+    return st;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -796,9 +1392,47 @@ static vmem_status_t fail(char *why, size_t len, const char *fmt, ...)
     return VMEM_ERR_INVALID;
 }
 
+/* Host backing: the map marks exactly held_host bytes, all inside regions,
+ * and agrees with the backend's own record granule by granule. */
+static vmem_status_t hostmap_check(const bfc_arena_t *a, char *why, size_t len)
+{
+    if (!a->hostmap)
+        return a->held_host ? fail(why, len, "host-backed %zu with no host backing", a->held_host)
+                            : VMEM_OK;
+    size_t g = a->granule, marked = 0, in_regions = 0;
+    for (size_t i = 0; i < a->hostmap_len; i++) {
+        if (a->hostmap[i] > 1)
+            return fail(why, len, "host map entry %zu is %u", i, a->hostmap[i]);
+        marked += a->hostmap[i];
+    }
+    for (const bfc_region_t *r = a->regions; r; r = r->next) {
+        if (r->base < a->backend->range_base ||
+            r->base + r->size > a->backend->range_base + a->hostmap_len * g)
+            return fail(why, len, "region %#lx outside the backend's range", (unsigned long)r->base);
+        for (uintptr_t p = r->base; p < r->base + r->size; p += g) {
+            int host = a->hostmap[(p - a->backend->range_base) / g];
+            in_regions += (size_t)host;
+            backend_backing_t bk = backend_backing(a->backend, (const void *)p);
+            if (bk != BACKEND_BACKING_NONE &&
+                bk != (host ? BACKEND_BACKING_HOST : BACKEND_BACKING_DEVICE))
+                return fail(why, len, "granule %#lx: map says %s, backend says %s", (unsigned long)p,
+                            host ? "host" : "device", bk == BACKEND_BACKING_HOST ? "host" : "device");
+        }
+    }
+    if (marked != in_regions)
+        return fail(why, len, "host map marks %zu granules, %zu of them in regions", marked,
+                    in_regions);
+    if (marked * g != a->held_host)
+        return fail(why, len, "host-backed %zu, host map marks %zu granules", a->held_host, marked);
+    if (a->peak_held_host < a->held_host)
+        return fail(why, len, "host-backed peak below current value");
+    return VMEM_OK;
+}
+
 vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
 {
     size_t held = 0, in_use = 0, requested = 0, nlive = 0, nfree = 0, nreg = 0;
+    size_t host_in_use = 0, host_requested = 0;
     const bfc_region_t *prev_r = NULL;
     for (const bfc_region_t *r = a->regions; r; r = r->next) {
         nreg++;
@@ -830,6 +1464,18 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
                             (unsigned long)c->addr, (unsigned long)at);
             if (c->size == 0 || c->size % BFC_ALIGN)
                 return fail(why, len, "chunk %#lx: bad size %zu", (unsigned long)c->addr, c->size);
+            int device = 1;
+            size_t hb = a->hostmap ? span_host_bytes(a, c->addr, c->size, &device) : 0;
+            if (c->host_bytes != (c->in_use ? hb : 0))
+                return fail(why, len, "chunk %#lx: host bytes %zu, granules say %zu",
+                            (unsigned long)c->addr, c->host_bytes, c->in_use ? hb : 0);
+            if (!c->in_use && ((c->tag != BFC_TAG_HOST && hb) || (c->tag == BFC_TAG_HOST && !hb)))
+                return fail(why, len, "free chunk %#lx: tag %#lx with %zu bytes on host",
+                            (unsigned long)c->addr, (unsigned long)c->tag, hb);
+            if (c->host_bytes) {
+                host_in_use += c->host_bytes;
+                host_requested += c->requested;
+            }
             if (c->in_use) {
                 live++;
                 in_use += c->size;
@@ -868,12 +1514,19 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
     }
     if (nreg != a->nregions)
         return fail(why, len, "region count %zu, counted %zu", a->nregions, nreg);
-    if (held != a->held)
-        return fail(why, len, "held %zu, regions sum to %zu", a->held, held);
+    if (held != a->held + a->held_host)
+        return fail(why, len, "held %zu + host-backed %zu, regions sum to %zu", a->held,
+                    a->held_host, held);
+    vmem_status_t hst = hostmap_check(a, why, len);
+    if (hst != VMEM_OK)
+        return hst;
     if (in_use != a->in_use)
         return fail(why, len, "in_use %zu, chunks sum to %zu", a->in_use, in_use);
     if (requested != a->requested)
         return fail(why, len, "requested %zu, chunks sum to %zu", a->requested, requested);
+    if (host_in_use != a->host_in_use || host_requested != a->host_requested)
+        return fail(why, len, "on-host in use %zu requested %zu, chunks sum to %zu/%zu",
+                    a->host_in_use, a->host_requested, host_in_use, host_requested);
     if (nlive != a->live.count)
         return fail(why, len, "live map holds %zu, chunks in use %zu", a->live.count, nlive);
     if (nfree != a->nchunks_free)

@@ -21,6 +21,7 @@
 #define BFC_SUB (1u << BFC_SUB_BITS)  /* sub-bins per power of two */
 #define BFC_NBINS 832u                /* covers sizes up to 2^63 */
 #define BFC_NWORDS ((BFC_NBINS + 63u) / 64u)
+#define BFC_TAG_HOST (~(uintptr_t)0)  /* free memory on host-backed granules, kept for spills */
 
 struct bfc_region;
 
@@ -35,6 +36,11 @@ struct bfc_region;
  *    fprev/fnext; an in-use chunk is in the live map, keyed by addr.
  *  - No two neighbours are both free with the same tag (immediate coalescing).
  *  - requested > 0 iff in use.
+ *  - host_bytes is 0 for a free chunk, and for an in-use one the bytes of
+ *    it that lie on host-backed granules (see bfc_arena_t).
+ *  - A free chunk touches a host-backed granule iff it is tagged
+ *    BFC_TAG_HOST.  (Free memory on host-backed granules is kept for
+ *    spills: ordinary allocations never land there.)
  */
 typedef struct bfc_chunk {
     uintptr_t addr;
@@ -44,8 +50,10 @@ typedef struct bfc_chunk {
     struct bfc_chunk *fprev, *fnext; /* bin list (free) / pool list (unused) */
     struct bfc_region *region;
     uintptr_t tag;                   /* free: stream that may reuse it at once (0: any) */
+    uint64_t seq;                    /* in use: allocation order (1 = oldest) */
     uint32_t bin;
     uint8_t in_use;
+    size_t host_bytes;               /* in use: bytes lying on host-backed granules */
 } bfc_chunk_t;
 
 /*
@@ -88,10 +96,26 @@ typedef enum bfc_fail_reason {
 
 /*
  * The arena.
+ *
+ * Host backing (backends flagged BACKEND_F_HOST_BACKING: sim-vmm, vmm): a
+ * granule of a region is backed either by device memory or by host memory
+ * mapped at the same address ("spilled in place").  Host-backed granules
+ * count in held_host, not in held, so the limit caps device memory only;
+ * they are taken only by bfc_alloc_spill, given back as soon as no live
+ * block touches them, and moved back to the device (or live granules moved
+ * out to host, for a shrink below the live bytes) by bfc_rebalance.
+ *
  * Invariants:
- *  - held == sum of region sizes; in_use == sum of in-use chunk sizes;
+ *  - held + held_host == sum of region sizes; in_use == sum of in-use chunk sizes;
  *    requested == sum of their requested sizes; live.count == in-use chunks.
- *  - held <= limit, unless pending (a shrink is waiting for frees).
+ *  - held <= limit, unless pending (a shrink is waiting for frees or for
+ *    the next bfc_rebalance).
+ *  - hostmap (NULL without host backing) has one byte per granule of the
+ *    backend's range, 1 iff that granule lies in a region and is backed by
+ *    host memory; held_host == granule * (bytes set); where the backend
+ *    reports backing, it agrees for every granule of every region.
+ *  - host_in_use == sum of host_bytes; host_requested == sum of requested
+ *    over the in-use chunks with host_bytes > 0.
  *  - bit b of bitmap is set iff bins[b] is non-empty; bit w of top is set
  *    iff bitmap[w] != 0.
  */
@@ -103,6 +127,13 @@ typedef struct bfc_arena {
     int pending;
     size_t held, in_use, requested;
     size_t peak_held, peak_in_use;
+    size_t held_host, peak_held_host;  /* host-backed granules in regions */
+    size_t host_in_use, host_requested; /* live bytes on host; requested of blocks touching it */
+    size_t peak_host_in_use;
+    uint8_t *hostmap;
+    size_t hostmap_len;
+    uint64_t seq;                      /* allocations so far */
+    uint64_t moved_to_host, moved_to_device; /* bytes moved by bfc_rebalance */
     size_t next_region;
     bfc_region_t *regions;      /* sorted by base */
     size_t nregions;
@@ -153,6 +184,37 @@ vmem_status_t bfc_set_limit(bfc_arena_t *a, size_t limit);
 /* Gives back empty regions (and free granules for splittable backends)
  * while held > target.  Returns the bytes given back. */
 size_t bfc_release(bfc_arena_t *a, size_t target);
+
+/* Host backing (a->hostmap != NULL).  Allocates in free host memory kept
+ * from earlier spills, or else in new granules backed by host memory at
+ * the end of the arena's range (at most host_room bytes of them), so the
+ * block lies wholly on host memory.  Called when bfc_alloc failed,
+ * after the caller waited for the work of every stream that freed memory
+ * (free memory on host granules belongs to no stream).  NULL on failure
+ * (a->last_fail set; BFC_FAIL_BACKEND without host backing). */
+void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_room);
+
+typedef struct bfc_moves {
+    size_t to_host;       /* live granules evicted to host memory */
+    size_t to_device;     /* host-backed granules moved back to the device */
+    size_t host_released; /* free host-backed granules given back */
+} bfc_moves_t;
+
+/* The step-boundary move (host backing only; VMEM_OK and nothing done
+ * otherwise).  Gives back free host-backed granules; then, if the arena
+ * holds more device memory than the limit (a pending shrink), gives back
+ * free device granules and evicts live granules to host memory (oldest
+ * allocations first, at most host_room bytes) until held <= limit, which
+ * clears pending; otherwise moves host-backed granules back to device
+ * memory as far as the limit allows (giving back free device granules to
+ * make room; everything at once in address order when it all fits, else
+ * oldest allocations first).  Addresses and contents never change.  Returns
+ * the first backend failure (what was moved before it stays moved), or
+ * VMEM_OK.  *moves (if not NULL) gets what was done. */
+vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves);
+
+/* Bytes of [p, p + size) that lie on host-backed granules (0 without). */
+size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size);
 
 /* Sets every free chunk's tag to 0 and coalesces what that allows. */
 void bfc_clear_tags(bfc_arena_t *a);

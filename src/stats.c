@@ -23,16 +23,17 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.pending_limit = v->dev.pending ? v->dev.limit : 0;
     s.start_cap = v->start_cap;
     s.device_held = v->dev.held;
-    s.device_in_use = v->dev.in_use;
-    s.device_requested = v->dev.requested;
+    /* vmm, sim-vmm: blocks and memory spilled in place count as host. */
+    s.device_in_use = v->dev.in_use - v->dev.host_in_use;
+    s.device_requested = v->dev.requested - v->dev.host_requested;
     s.device_peak_held = v->dev.peak_held;
     s.device_peak_in_use = v->dev.peak_in_use;
     s.device_regions = v->dev.nregions;
     s.host_limit = v->host.limit;
-    s.host_held = v->host.held;
-    s.host_in_use = v->host.in_use;
-    s.host_peak_held = v->host.peak_held;
-    s.host_peak_in_use = v->host.peak_in_use;
+    s.host_held = v->host.held + v->dev.held_host;
+    s.host_in_use = v->host.in_use + v->dev.host_in_use;
+    s.host_peak_held = v->host.peak_held + v->dev.peak_held_host;
+    s.host_peak_in_use = v->host.peak_in_use + v->dev.peak_host_in_use;
     s.allocs = v->allocs;
     s.frees = v->frees;
     s.spills = v->spills;

@@ -109,6 +109,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
         free(v);
         return st;
     }
+    /* Host memory mapped in place (vmm, sim-vmm) counts as host requests. */
+    v->dev_backend->host_peer = v->host_backend;
     size_t limit = cfg.limit;
     if (limit == 0) {
         size_t free_b = 0, total_b = 0;
@@ -211,7 +213,8 @@ vmem_status_t vmem_set_callback(vmem_t *v, vmem_event_kind_t kind, vmem_event_fn
 
 static void step_track(vmem_t *v)
 {
-    size_t d = v->dev.in_use, h = v->host.in_use;
+    /* Blocks spilled in place (vmm, sim-vmm) count as host memory. */
+    size_t d = v->dev.in_use - v->dev.host_in_use, h = v->host.in_use + v->dev.host_in_use;
     if (d < v->step_dev_min)
         v->step_dev_min = d;
     if (d > v->step_dev_max)
@@ -310,6 +313,14 @@ static int streams_settle(vmem_t *v)
     return any;
 }
 
+/* Host bytes that may still be taken: the host limit covers the host arena
+ * and the device arena's host-backed granules together. */
+static size_t host_room(const vmem_t *v)
+{
+    size_t used = v->host.held + v->dev.held_host;
+    return v->host.limit > used ? v->host.limit - used : 0;
+}
+
 static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *st,
                           pending_event_t *pe)
 {
@@ -330,9 +341,13 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *
         *st = VMEM_ERR_SIZE;
     } else if (v->host_fallback) {
         bfc_fail_reason_t why = v->dev.last_fail;
-        p = bfc_alloc(&v->host, size, tag);
+        /* vmm, sim-vmm: host memory mapped in place; others: the host arena. */
+        int in_place = v->dev.hostmap != NULL;
+        p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
+                     : bfc_alloc(&v->host, size, tag);
         if (!p && v->multi_stream && streams_settle(v))
-            p = bfc_alloc(&v->host, size, tag);
+            p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
+                         : bfc_alloc(&v->host, size, tag);
         if (p) {
             v->allocs++;
             v->spills++;
@@ -476,6 +491,9 @@ vmem_status_t vmem_set_host_limit(vmem_t *v, size_t bytes)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
     vmem_status_t st = bfc_set_limit(&v->host, bytes);
+    /* Host memory mapped in place (vmm, sim-vmm) goes as its blocks are freed. */
+    if (st == VMEM_OK && v->host.held + v->dev.held_host > bytes)
+        st = VMEM_PENDING;
     pthread_mutex_unlock(&v->lock);
     return st;
 }
@@ -513,6 +531,13 @@ vmem_status_t vmem_step_end(vmem_t *v)
     control_apply_pending(v);
     double now = vmem_now();
     pthread_mutex_lock(&v->lock);
+    /* The safe point to move data between host and device (vmm, sim-vmm).
+     * Free memory still owned by streams is settled first, so a shrink can
+     * give back every free granule before it evicts live ones. */
+    if (v->dev.hostmap && v->multi_stream && (v->dev.pending || v->dev.held_host))
+        streams_settle(v);
+    bfc_moves_t moves;
+    vmem_status_t mst = bfc_rebalance(&v->dev, host_room(v), &moves);
     double dur = now - v->step_start;
     v->steps++;
     v->last_step_seconds = dur;
@@ -520,11 +545,15 @@ vmem_status_t vmem_step_end(vmem_t *v)
     v->last_step_dev_max = v->step_dev_max;
     v->last_step_host_min = v->step_host_min;
     v->last_step_host_max = v->step_host_max;
-    v->stable_dev = v->dev.in_use;
-    v->stable_host = v->host.in_use;
-    v->step_dev_min = v->step_dev_max = v->dev.in_use;
-    v->step_host_min = v->step_host_max = v->host.in_use;
+    v->stable_dev = v->dev.in_use - v->dev.host_in_use;
+    v->stable_host = v->host.in_use + v->dev.host_in_use;
+    v->step_dev_min = v->step_dev_max = v->stable_dev;
+    v->step_host_min = v->step_host_max = v->stable_host;
     pthread_mutex_unlock(&v->lock);
+    if (moves.to_host || moves.to_device || mst != VMEM_OK)
+        vmem_log(v, mst == VMEM_OK ? VMEM_LOG_INFO : VMEM_LOG_WARN,
+                 "step end: %zu bytes moved to host, %zu back to device%s%s", moves.to_host,
+                 moves.to_device, mst == VMEM_OK ? "" : ": ", mst == VMEM_OK ? "" : vmem_strerror(mst));
     vmem_status_t st = VMEM_OK;
     if (v->stats_file)
         st = stats_write_file(v, v->stats_file);
@@ -551,6 +580,8 @@ vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
         c = bfc_find_live(&v->host, ptr);
         loc = VMEM_LOC_HOST;
     }
+    if (c && c->host_bytes)
+        loc = VMEM_LOC_HOST; /* spilled in place (vmm, sim-vmm) */
     if (c) {
         info->location = loc;
         info->requested = c->requested;
