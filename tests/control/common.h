@@ -182,7 +182,7 @@ static inline vmem_t *instance_make(size_t limit, const char *control, const cha
     vmem_config_t cfg;
     vmem_config_init(&cfg);
     cfg.backend = VMEM_BACKEND_SIM;
-    cfg.sim_capacity = 64 * GiB;
+    cfg.sim_capacity = 12 * GiB; /* small enough for valgrind's address space */
     cfg.limit = limit;
     cfg.host_limit = 4 * GiB;
     cfg.control_file = control;

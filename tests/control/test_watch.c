@@ -229,6 +229,7 @@ Test(control, per_gpu_entry_follows_the_device_ordinal, .timeout = 30)
     vmem_config_init(&cfg);
     cfg.backend = VMEM_BACKEND_SIM;
     cfg.limit = 1 * GiB;
+    cfg.sim_capacity = 4 * GiB;
     cfg.device = 1;
     cfg.control_file = ctl;
     vmem_t *v = NULL;
