@@ -116,6 +116,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
         size_t free_b = 0, total_b = 0;
         if (backend_mem_info(v->dev_backend, &free_b, &total_b) == VMEM_OK)
             limit = free_b;
+        if (cfg.start_cap && limit > cfg.start_cap)
+            limit = cfg.start_cap; /* the default limit never exceeds the cap */
     }
     size_t host_limit = cfg.host_limit ? cfg.host_limit : VMEM_DEFAULT_HOST_LIMIT;
     bfc_params_t dp = {.min_region = (size_t)2 << 20, .max_region = (size_t)1 << 30,
