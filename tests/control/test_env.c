@@ -133,3 +133,16 @@ Test(control_env, environment_is_ignored_with_an_explicit_config, .init = setup,
     cr_assert_not(status_of(v).active);
     vmem_destroy(v);
 }
+
+Test(control_env, start_cap_alone_caps_the_default_limit, .init = setup, .fini = teardown)
+{
+    setenv("VMEM_BACKEND", "sim", 1);
+    setenv("VMEM_SIM_CAPACITY", "4G", 1);
+    setenv("VMEM_START_CAP", "1G", 1);
+    vmem_t *v = NULL;
+    cr_assert_eq(vmem_create(NULL, &v), VMEM_OK);
+    cr_assert_eq(limit_of(v), 1 * GiB, "default limit (free memory, 4G) must stop at the cap");
+    cr_assert_eq(vmem_check(v), VMEM_OK);
+    cr_assert_eq(vmem_set_limit(v, 2 * GiB, NULL), VMEM_ERR_ABOVE_CAP);
+    vmem_destroy(v);
+}
