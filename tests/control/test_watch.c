@@ -306,3 +306,53 @@ Test(control, relative_path_and_missing_directory, .timeout = 30)
     free(sub);
     dir_remove(dir);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Callbacks                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct limit_events {
+    atomic_int count;
+    size_t old_limit, new_limit;
+    pthread_t thread;
+} limit_events_t;
+
+static void on_limit(void *ctx, const vmem_event_t *ev)
+{
+    limit_events_t *e = ctx;
+    cr_assert_eq(ev->kind, VMEM_EVENT_LIMIT_CHANGED);
+    e->old_limit = ev->old_limit;
+    e->new_limit = ev->new_limit;
+    e->thread = pthread_self();
+    atomic_fetch_add(&e->count, 1);
+}
+
+Test(control, limit_change_from_the_file_fires_the_callback, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    for (int immediate = 0; immediate < 2; immediate++) {
+        vmem_t *v = instance_make(1 * GiB, ctl, NULL, NULL, immediate);
+        limit_events_t e = {0};
+        cr_assert_eq(vmem_set_callback(v, VMEM_EVENT_LIMIT_CHANGED, on_limit, &e), VMEM_OK);
+        size_t want = immediate ? 300 * MiB : 200 * MiB;
+        char text[64];
+        snprintf(text, sizeof text, "{\"limit\": %zu}", want);
+        file_put_atomic(ctl, text);
+        cr_assert(wait_file_limit(v, want));
+        if (!immediate) {
+            cr_assert_eq(atomic_load(&e.count), 0, "fired before the step end");
+            vmem_step_end(v);
+            cr_assert_eq(atomic_load(&e.count), 1);
+            cr_assert(pthread_equal(e.thread, pthread_self()), "not on the step-end thread");
+        } else {
+            cr_assert(WAIT_FOR(atomic_load(&e.count) == 1));
+            cr_assert_not(pthread_equal(e.thread, pthread_self()), "not on the watcher");
+        }
+        cr_assert_eq(e.new_limit, want);
+        vmem_destroy(v);
+        unlink(ctl);
+    }
+    free(ctl);
+    dir_remove(dir);
+}
