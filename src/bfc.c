@@ -569,12 +569,12 @@ static uintptr_t backing_run_end(const bfc_arena_t *a, uintptr_t p, uintptr_t en
 
 /* Settles the free chunk c (in its bin) after frees or moves: it is cut
  * where the backing changes, pieces on host get BFC_TAG_HOST and pieces on
- * the device tag 0 (or keep their stream's tag), each merges with free
- * neighbours of its tag; then whole free host-backed granules are given
- * back.  A stream's tag may be dropped on host memory: only spills take it,
- * and they come after the caller waited for every stream (bfc_alloc_spill).
- * Returns the chunk now holding c's start, or NULL if that memory was given
- * back. */
+ * the device tag 0 (or keep their stream's tag), and each merges with free
+ * neighbours of its tag.  Free host memory stays mapped for later spills
+ * (pinning host memory is slow) until bfc_release_host or the step
+ * boundary gives it back.  A stream's tag may be dropped on host memory:
+ * only spills take it, and they come after the caller waited for every
+ * stream (bfc_alloc_spill).  Returns the chunk now holding c's start. */
 static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
 {
     uintptr_t stream = c->tag == BFC_TAG_HOST ? 0 : c->tag;
@@ -621,18 +621,8 @@ static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
         bin_insert(a, x);
         if (!first)
             first = x;
-        if (is_last) {
-            last = x;
-            break;
-        }
-    }
-    /* Right to left: a punch only changes what lies at and right of it. */
-    for (bfc_chunk_t *x = last;;) {
-        bfc_chunk_t *left = x == first ? NULL : x->prev;
-        bfc_chunk_t *kept = x->tag == BFC_TAG_HOST ? chunk_release_host(a, x) : x;
-        if (!left)
-            return kept;
-        x = left;
+        if (is_last)
+            return first;
     }
 }
 
@@ -667,6 +657,8 @@ static void arena_settle_host(bfc_arena_t *a)
 /* Gives back every free host-backed granule of the arena. */
 static void arena_release_host(bfc_arena_t *a)
 {
+    if (!a->held_host)
+        return;
     uintptr_t resume = 0; /* everything below has been looked at */
     for (;;) {
         bfc_chunk_t *found = NULL;
@@ -754,15 +746,15 @@ static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi
 size_t bfc_release(bfc_arena_t *a, size_t target)
 {
     size_t before = a->held;
-    /* Free host-backed granules are never worth keeping. */
-    if (a->held_host)
-        arena_release_host(a);
-    /* Whole empty regions first, largest first. */
+    /* Device memory only: free host memory (BFC_TAG_HOST) is kept for
+     * spills, see bfc_release_host.  Whole empty regions first, largest
+     * first. */
 again:
     while (a->held > target) {
         bfc_region_t *best = NULL;
         for (bfc_region_t *r = a->regions; r; r = r->next)
-            if (r->live == 0 && (!best || r->size > best->size))
+            if (r->live == 0 && (!best || r->size > best->size) &&
+                !(a->held_host && span_host_bytes(a, r->base, r->size, NULL)))
                 best = r;
         if (!best)
             break;
@@ -778,13 +770,13 @@ again:
             uintptr_t blo = 0, bhi = 0;
             for (bfc_region_t *r = a->regions; r; r = r->next) {
                 for (bfc_chunk_t *c = r->first; c;) {
-                    if (c->in_use) {
+                    if (c->in_use || c->tag == BFC_TAG_HOST) {
                         c = c->next;
                         continue;
                     }
                     bfc_chunk_t *run = c;
                     uintptr_t end = c->addr;
-                    for (; c && !c->in_use; c = c->next)
+                    for (; c && !c->in_use && c->tag != BFC_TAG_HOST; c = c->next)
                         end = c->addr + c->size;
                     uintptr_t lo = align_up(run->addr, g), hi = align_down(end, g);
                     if (hi > lo && (!best || hi - lo > bhi - blo)) {
@@ -836,6 +828,7 @@ vmem_status_t bfc_init(bfc_arena_t *a, backend_t *b, const bfc_params_t *p, size
     a->limit = limit;
     if (map_init(&a->live, MAP_MIN_CAP) != 0)
         return VMEM_ERR_NOMEM;
+    a->host_limit = SIZE_MAX;
     /* Host backing needs the per-granule map; without it (no memory) the
      * arena simply works without host backing. */
     if ((b->flags & BACKEND_F_HOST_BACKING) && b->range_size >= a->granule &&
@@ -1040,8 +1033,13 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
     c->region->live--;
     c = chunk_coalesce(a, c);
     bin_insert(a, c);
-    if (a->held_host)
+    if (a->held_host) {
         c = chunk_settle_host(a, c);
+        if (a->held_host > a->host_limit) {
+            arena_release_host(a);
+            c = NULL;
+        }
+    }
     if (a->pending) {
         if (c && c->region->live == 0)
             region_release(a, c->region);
@@ -1092,6 +1090,16 @@ vmem_status_t bfc_set_limit(bfc_arena_t *a, size_t limit)
 /* Host backing: spill in place, evict, bring back                          */
 /* ------------------------------------------------------------------------ */
 
+/* Size of the free host tail of the arena's last region (0 if none). */
+static size_t region_last_free_host(const bfc_arena_t *a)
+{
+    const bfc_region_t *last = a->regions;
+    while (last->next)
+        last = last->next;
+    const bfc_chunk_t *tail = region_last((bfc_region_t *)last);
+    return !tail->in_use && tail->tag == BFC_TAG_HOST ? tail->size : 0;
+}
+
 void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_room)
 {
     size_t rs = bfc_round(size), g = a->granule;
@@ -1120,6 +1128,14 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_ro
         }
         for (;;) {
             size_t n = align_up(rs - credit, g);
+            if (n >= rs - credit && n > host_room && a->held_host) {
+                /* Kept free host memory that does not fit makes room. */
+                size_t kept = a->held_host;
+                arena_release_host(a);
+                host_room += kept - a->held_host;
+                if (credit && !(a->regions && region_last_free_host(a) == credit))
+                    credit = 0;
+            }
             if (n < rs - credit || n > host_room) {
                 a->last_fail = BFC_FAIL_LIMIT;
                 return NULL;
@@ -1149,11 +1165,14 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_ro
         arena_release_host(a);
         return NULL;
     }
-    /* The rest of the chunk it came from keeps no whole granule of host. */
-    bfc_chunk_t *rest = map_get(&a->live, (uintptr_t)p)->next;
-    if (rest && !rest->in_use)
-        chunk_release_host(a, rest);
     return p;
+}
+
+size_t bfc_release_host(bfc_arena_t *a)
+{
+    size_t kept = a->held_host;
+    arena_release_host(a);
+    return kept - a->held_host;
 }
 
 size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size)
@@ -1279,23 +1298,70 @@ static vmem_status_t arena_evict(bfc_arena_t *a, size_t host_room, bfc_moves_t *
 }
 
 /* Host-backed granules back to device memory as far as the limit allows. */
-static vmem_status_t arena_bring_back(bfc_arena_t *a, bfc_moves_t *m)
+/* Bytes of the host-backed granules that live chunks touch. */
+static size_t host_live_bytes(const bfc_arena_t *a)
+{
+    size_t g = a->granule, n = 0;
+    for (bfc_region_t *r = a->regions; r; r = r->next) {
+        uintptr_t done = r->base; /* granules below are counted */
+        for (bfc_chunk_t *c = r->first; c; c = c->next) {
+            if (!c->in_use)
+                continue;
+            uintptr_t q = align_down(c->addr, g), hi = align_up(c->addr + c->size, g);
+            for (q = q > done ? q : done; q < hi; q += g)
+                n += granule_on_host(a, q) ? g : 0;
+            done = hi > done ? hi : done;
+        }
+    }
+    return n;
+}
+
+/* Moves back every host-backed granule a live chunk touches, in address
+ * order and the longest runs. */
+static vmem_status_t arena_bring_back_all(bfc_arena_t *a, bfc_moves_t *m)
 {
     size_t g = a->granule;
-    if (a->held + a->held_host > a->limit)
-        bfc_release(a, a->limit > a->held_host ? a->limit - a->held_host : 0);
-    size_t room = a->held < a->limit ? align_down(a->limit - a->held, g) : 0;
-    if (room == 0)
-        return VMEM_OK;
-    if (room >= a->held_host) {
-        /* Everything fits: address order, in the longest runs. */
-        for (bfc_region_t *r = a->regions; r; r = r->next) {
-            vmem_status_t st = span_move(a, r->base, r->base + r->size, 0, &room, m);
+    for (bfc_region_t *r = a->regions; r; r = r->next) {
+        uintptr_t lo = 0, hi = 0; /* the run being built */
+        for (bfc_chunk_t *c = r->first; c; c = c->next) {
+            if (!c->in_use)
+                continue;
+            uintptr_t q = align_down(c->addr, g), end = align_up(c->addr + c->size, g);
+            for (; q < end; q += g) {
+                if (q < hi || !granule_on_host(a, q))
+                    continue;
+                if (q != hi && hi > lo) {
+                    vmem_status_t st = run_move(a, lo, hi, 0, m);
+                    if (st != VMEM_OK)
+                        return st;
+                    lo = q;
+                } else if (hi == lo) {
+                    lo = q;
+                }
+                hi = q + g;
+            }
+        }
+        if (hi > lo) {
+            vmem_status_t st = run_move(a, lo, hi, 0, m);
             if (st != VMEM_OK)
                 return st;
         }
-        return VMEM_OK;
     }
+    return VMEM_OK;
+}
+
+/* Live data on host memory (need bytes of granules) back to device memory
+ * as far as the limit allows, giving back free device granules for room. */
+static vmem_status_t arena_bring_back(bfc_arena_t *a, size_t need, bfc_moves_t *m)
+{
+    size_t g = a->granule;
+    if (a->held + need > a->limit)
+        bfc_release(a, a->limit > need ? a->limit - need : 0);
+    size_t room = a->held < a->limit ? align_down(a->limit - a->held, g) : 0;
+    if (room == 0)
+        return VMEM_OK;
+    if (room >= need)
+        return arena_bring_back_all(a, m);
     size_t k = 0;
     bfc_chunk_t **v = live_by_age(a, 1, &k);
     vmem_status_t st = VMEM_OK;
@@ -1315,10 +1381,6 @@ vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves
             *moves = m;
         return VMEM_OK;
     }
-    size_t host_before = a->held_host;
-    if (a->held_host)
-        arena_release_host(a);
-    m.host_released = host_before - a->held_host;
     if (a->held > a->limit) {
         bfc_release(a, a->limit);
         if (a->held > a->limit)
@@ -1326,7 +1388,16 @@ vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves
         if (a->held <= a->limit)
             a->pending = 0;
     } else if (a->held_host) {
-        st = arena_bring_back(a, &m);
+        size_t need = host_live_bytes(a);
+        if (need)
+            st = arena_bring_back(a, need, &m);
+    }
+    /* Free host memory is kept while the device is short of room (the next
+     * step would spill again), given back once everything fits. */
+    if (a->held_host && !a->pending && a->held + a->held_host <= a->limit) {
+        size_t kept = a->held_host;
+        arena_release_host(a);
+        m.host_released = kept - a->held_host;
     }
     if (m.to_host || m.to_device) {
         arena_settle_host(a);

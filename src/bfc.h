@@ -101,9 +101,11 @@ typedef enum bfc_fail_reason {
  * granule of a region is backed either by device memory or by host memory
  * mapped at the same address ("spilled in place").  Host-backed granules
  * count in held_host, not in held, so the limit caps device memory only;
- * they are taken only by bfc_alloc_spill, given back as soon as no live
- * block touches them, and moved back to the device (or live granules moved
- * out to host, for a shrink below the live bytes) by bfc_rebalance.
+ * they are taken only by bfc_alloc_spill, kept while free for later spills
+ * (pinning is slow) until bfc_release_host or a step boundary with room on
+ * the device gives them back, and moved back to the device (or live
+ * granules moved out to host, for a shrink below the live bytes) by
+ * bfc_rebalance.
  *
  * Invariants:
  *  - held + held_host == sum of region sizes; in_use == sum of in-use chunk sizes;
@@ -130,6 +132,8 @@ typedef struct bfc_arena {
     size_t held_host, peak_held_host;  /* host-backed granules in regions */
     size_t host_in_use, host_requested; /* live bytes on host; requested of blocks touching it */
     size_t peak_host_in_use;
+    size_t host_limit;                 /* frees give free host memory back
+                                          while held_host is above this */
     uint8_t *hostmap;
     size_t hostmap_len;
     uint64_t seq;                      /* allocations so far */
@@ -197,21 +201,27 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_ro
 typedef struct bfc_moves {
     size_t to_host;       /* live granules evicted to host memory */
     size_t to_device;     /* host-backed granules moved back to the device */
-    size_t host_released; /* free host-backed granules given back */
+    size_t host_released; /* free host memory given back */
 } bfc_moves_t;
 
 /* The step-boundary move (host backing only; VMEM_OK and nothing done
- * otherwise).  Gives back free host-backed granules; then, if the arena
- * holds more device memory than the limit (a pending shrink), gives back
- * free device granules and evicts live granules to host memory (oldest
- * allocations first, at most host_room bytes) until held <= limit, which
- * clears pending; otherwise moves host-backed granules back to device
- * memory as far as the limit allows (giving back free device granules to
- * make room; everything at once in address order when it all fits, else
- * oldest allocations first).  Addresses and contents never change.  Returns
+ * otherwise).  If the arena holds more device memory than the limit (a
+ * pending shrink), it gives back free device granules and evicts live
+ * granules to host memory (oldest allocations first, at most host_room
+ * bytes) until held <= limit, which clears pending; otherwise it moves the
+ * host-backed granules that live blocks touch back to device memory as far
+ * as the limit allows (giving back free device granules to make room;
+ * everything at once in address order when it all fits, else oldest
+ * allocations first).  Free host memory is given back once all of the
+ * arena's host memory would fit under the limit, and kept for the next
+ * step's spills otherwise.  Addresses and contents never change.  Returns
  * the first backend failure (what was moved before it stays moved), or
  * VMEM_OK.  *moves (if not NULL) gets what was done. */
 vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves);
+
+/* Gives back every free host-backed granule (host backing only); returns
+ * the bytes given back.  bfc_release gives back device memory only. */
+size_t bfc_release_host(bfc_arena_t *a);
 
 /* Bytes of [p, p + size) that lie on host-backed granules (0 without). */
 size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size);

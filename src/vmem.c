@@ -132,6 +132,7 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
         free(v);
         return VMEM_ERR_NOMEM;
     }
+    v->dev.host_limit = host_limit;
     v->cfg = cfg;
     v->control_file = dup_or_null(cfg.control_file);
     v->stats_file = dup_or_null(cfg.stats_file);
@@ -493,7 +494,11 @@ vmem_status_t vmem_set_host_limit(vmem_t *v, size_t bytes)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
     vmem_status_t st = bfc_set_limit(&v->host, bytes);
-    /* Host memory mapped in place (vmm, sim-vmm) goes as its blocks are freed. */
+    /* Host memory mapped in place (vmm, sim-vmm): what is free goes now, the
+     * rest as its blocks are freed. */
+    v->dev.host_limit = bytes;
+    if (v->host.held + v->dev.held_host > bytes)
+        bfc_release_host(&v->dev);
     if (st == VMEM_OK && v->host.held + v->dev.held_host > bytes)
         st = VMEM_PENDING;
     pthread_mutex_unlock(&v->lock);
@@ -515,7 +520,7 @@ vmem_status_t vmem_trim(vmem_t *v, size_t *released)
     if (!v)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
-    size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0);
+    size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0) + bfc_release_host(&v->dev);
     pthread_mutex_unlock(&v->lock);
     if (released)
         *released = n;

@@ -125,6 +125,8 @@ def build_model(kind, torch):
         return model, make_batch, loss_fn
 
     vocab, ctx, layers, heads, width = 50257, 1024, 12, 12, 768
+    if ARGS.tiny:  # a smoke-test size, not GPT-2 small
+        vocab, layers, heads, width = 1024, 2, 4, 128
     toks = [torch.randint(0, vocab, (ARGS.batch, ARGS.seq), generator=g) for _ in range(4)]
 
     def make_batch(step):
@@ -566,7 +568,8 @@ def main_orchestrate(a):
         log("no GPU visible to PyTorch: parts 1-3 and 6 cannot run")
 
     common = ["--model", model, "--batch", str(a.batch), "--seq", str(a.seq),
-              "--seed", str(a.seed)] + (["--dry-cpu"] if a.dry_cpu else [])
+              "--seed", str(a.seed)] + (["--dry-cpu"] if a.dry_cpu else []) + \
+        (["--tiny"] if a.tiny else [])
     # A clean environment for the libvmem runs: defaults (limit = the free
     # device memory) unless the caller set VMEM_* on purpose.
     vm_env = {"VMEM_LOG_LEVEL": os.environ.get("VMEM_LOG_LEVEL", "warn")}
@@ -612,12 +615,16 @@ def main_orchestrate(a):
                        common + args, env)
         steps = r.get("steps", [])
         ok = r.get("ok") and len(steps) == 30
-        spilled = max((s.get("spilled", 0) for s in steps[10:20]), default=0)
+        # spilledBytes is cumulative: what the cut phase (steps 10-19) spilled
+        spilled = steps[19].get("spilled", 0) - steps[9].get("spilled", 0) \
+            if len(steps) >= 20 else 0
+        held_cut = max((s.get("held", 0) for s in steps[10:20]), default=0)
         pt = phase_table(steps) if len(steps) == 30 else {}
         cut_bytes = r.get("cut_bytes")
         applied = [s for s in steps if s.get("control")]
         via_used = ", ".join(sorted({s["control"]["how"] for s in applied})) or via
         summary["parts"]["2"] = {"run": r, "phases": pt, "via": via_used}
+        same = None
         if vm and vm.get("steps") and len(steps) == 30:
             same = [s["loss"] for s in steps] == [s["loss"] for s in vm["steps"]]
             summary["parts"]["2"]["losses_equal_part1"] = same
@@ -629,8 +636,10 @@ def main_orchestrate(a):
         rows.append(("2 cut to half peak",
                      "peak %s MiB -> limit %s MiB via %s" % (
                          (r.get("peak_in_use") or 0) >> 20, (cut_bytes or 0) >> 20, via_used),
-                     "no OOM; spilled %d MiB; limit followed: %s" % (
-                         spilled >> 20, "yes" if limits_ok else "NO") if r.get("ok")
+                     "no OOM; spilled %d MiB; device held <= %d MiB; limit followed: %s%s" % (
+                         spilled >> 20, held_cut >> 20, "yes" if limits_ok else "NO",
+                         "" if same is None else "; losses = part 1: %s" % (
+                             "yes" if same else "no")) if r.get("ok")
                      else (r.get("error") or "failed"),
                      "PASS" if ok else "FAIL"))
         if pt:
@@ -675,7 +684,8 @@ def main_orchestrate(a):
             summary["parts"][name] = r
             rows.append(("5 train_mlp" + (" 128M" if "spill" in name else ""),
                          "%s steps, %.2f ms/step, backend %s" % (
-                             r.get("steps"), r.get("ms_per_step", 0), r.get("backend")),
+                             r.get("steps"), r.get("ms_per_step", 0), r.get("backend"))
+                         if "steps" in r else "exit %s" % r.get("exit"),
                          ("loss %.4f -> %.4f; spilled %d MiB" % (
                              r.get("loss_first", 0), r.get("loss_last", 0),
                              r.get("spilled_bytes", 0) >> 20)) if "loss_first" in r
@@ -717,6 +727,8 @@ def parse():
     p.add_argument("--quick", action="store_true", help="smaller batches (a smoke run)")
     p.add_argument("--cupy-n", type=int, default=2048)
     p.add_argument("--cupy-limit", default="96M")
+    p.add_argument("--tiny", action="store_true",
+                   help="a 2-layer, width-128 transformer instead of GPT-2 small (smoke tests)")
     p.add_argument("--dry-cpu", action="store_true",
                    help="check the script itself without a GPU: CPU PyTorch, libvmem on the "
                         "simulated device with an emulated working set")
@@ -730,6 +742,8 @@ def parse():
     a = p.parse_args()
     if a.quick:
         a.batch, a.seq = min(a.batch, 4), min(a.seq, 256)
+    if a.dry_cpu:
+        a.tiny = True
     return a
 
 

@@ -186,7 +186,7 @@ Test(vmm_shrink, to_live_granules_with_odd_sizes)
 /* Spill in place                                                           */
 /* ------------------------------------------------------------------------ */
 
-Test(vmm_spill, joins_the_free_tail_and_counts_as_host)
+Test(vmm_spill, lies_wholly_on_host_and_counts_as_host)
 {
     arena_open(1, GiB, 16 * MiB);
     void *d = alloc_ok(12 * MiB);
@@ -198,17 +198,52 @@ Test(vmm_spill, joins_the_free_tail_and_counts_as_host)
     CHECK();
     cr_assert_eq(a.held, held, "spilling must not take device memory");
     cr_assert_leq(a.held, a.limit);
-    cr_assert_gt(a.held_host, 0);
-    cr_assert_leq(a.held_host, 10 * MiB, "more host memory than the block");
-    cr_assert_eq(host_bytes(s, 10 * MiB) > 0, 1);
+    cr_assert_eq(a.held_host, 10 * MiB);
+    cr_assert_eq(host_bytes(s, 10 * MiB), 10 * MiB, "a spilled block lies wholly on host");
+    cr_assert_eq(a.host_in_use, 10 * MiB);
     cr_assert_eq(host_bytes(d, 12 * MiB), 0, "the device block moved");
     cr_assert(bfc_contains(&a, s), "spilled block is not in the device arena's range");
     pattern_fill(s, 10 * MiB, 1);
     cr_assert(pattern_ok(s, 10 * MiB, 1));
-    /* Freed: host granules are given back at once, device ones stay. */
+    /* Free device memory is not taken by spills, free host memory not by
+     * ordinary allocations. */
+    void *small = alloc_ok(MiB);
+    cr_assert_eq(host_bytes(small, MiB), 0);
+    free_ok(small);
+    held = a.held;
+    /* Freed: the host memory stays mapped for the next spill... */
     free_ok(s);
+    cr_assert_eq(a.held_host, 10 * MiB);
+    cr_assert_eq(a.host_in_use, 0);
+    cr_assert_eq(a.held, held);
+    uint64_t requests = b->requests;
+    void *s2 = bfc_alloc_spill(&a, 6 * MiB, 0, 0);
+    cr_assert_not_null(s2, "kept host memory must serve a spill with no room for more");
+    CHECK();
+    cr_assert_eq(b->requests, requests, "no new host memory should be needed");
+    cr_assert_eq(host_bytes(s2, 6 * MiB), 6 * MiB);
+    free_ok(s2);
+    /* ...until it is given back. */
+    cr_assert_eq(bfc_release_host(&a), 10 * MiB);
+    CHECK();
     cr_assert_eq(a.held_host, 0);
     cr_assert_eq(a.held, held);
+    free_ok(d);
+    arena_close();
+}
+
+Test(vmm_spill, kept_host_memory_goes_when_over_the_host_limit)
+{
+    arena_open(1, GiB, 8 * MiB);
+    void *d = alloc_ok(8 * MiB);
+    void *s1 = bfc_alloc_spill(&a, 8 * MiB, 0, GiB);
+    void *s2 = bfc_alloc_spill(&a, 8 * MiB, 0, GiB);
+    cr_assert(s1 && s2);
+    a.host_limit = 8 * MiB; /* lowered while both are live */
+    free_ok(s1);
+    cr_assert_eq(a.held_host, 8 * MiB, "free host memory above the host limit must go");
+    free_ok(s2);
+    cr_assert_eq(a.held_host, 8 * MiB, "at the host limit: kept");
     free_ok(d);
     arena_close();
 }
@@ -357,9 +392,19 @@ Test(vmm_rebalance, shrink_below_live_evicts_oldest_first)
     cr_assert_eq(m.to_device, 16 * MiB);
     cr_assert_eq(host_bytes(blk[0], 16 * MiB), 0, "oldest block should come back first");
     cr_assert_eq(host_bytes(blk[1], 16 * MiB), 16 * MiB);
-    /* Freeing an evicted block gives its host memory back at once. */
+    /* A freed evicted block leaves free host memory, kept while the device
+     * is short of room and given back at the next step when it is not. */
     free_ok(blk[1]);
-    cr_assert_eq(a.held_host, 0);
+    cr_assert_eq(a.host_in_use, 0);
+    cr_assert_eq(a.held_host, 16 * MiB);
+    cr_assert_eq(bfc_rebalance(&a, GiB, &m), VMEM_OK);
+    CHECK();
+    cr_assert_eq(a.held_host, 16 * MiB, "48 + 16 MiB > 48 MiB: kept for spills");
+    cr_assert_eq(bfc_set_limit(&a, 64 * MiB), VMEM_OK);
+    cr_assert_eq(bfc_rebalance(&a, GiB, &m), VMEM_OK);
+    CHECK();
+    cr_assert_eq(a.held_host, 0, "everything fits: no host memory may stay");
+    cr_assert_eq(m.host_released, 16 * MiB);
     for (int i = 0; i < 4; i++)
         if (i != 1)
             cr_assert(pattern_ok(blk[i], 16 * MiB, (uint64_t)i));
@@ -381,6 +426,9 @@ Test(vmm_rebalance, eviction_stops_at_host_room)
     for (int i = 0; i < 4; i++)
         free_ok(blk[i]);
     cr_assert_eq(a.pending, 0);
+    cr_assert_eq(a.host_in_use, 0);
+    bfc_release_host(&a);
+    CHECK();
     cr_assert_eq(a.held_host, 0);
     arena_close();
 }
@@ -479,6 +527,12 @@ Test(vmm_random, every_move_keeps_data_and_invariants)
             cr_assert(pattern_ok(live[i].p, live[i].size, live[i].seed));
             free_ok(live[i].p);
         }
+    cr_assert_eq(a.host_in_use, 0);
+    bfc_release_host(&a);
+    CHECK();
     cr_assert_eq(a.held_host, 0);
+    bfc_release(&a, 0);
+    CHECK();
+    cr_assert_eq(a.held + a.held_host, 0, "nothing may be held once all is freed");
     arena_close();
 }
