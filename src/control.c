@@ -9,6 +9,7 @@
  * next vmem_step_end (or at once with cfg.control_immediate); a bad one
  * (missing, empty, partial, malformed) logs one error per distinct bad state
  * and changes nothing.  See docs/control.md for the format. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -191,25 +192,42 @@ static void setting_describe(const control_setting_t *s, char *buf, size_t len)
         buf[n - 1] = '\0';
 }
 
-/* Parses "dddd:bb:dd.f" or "bb:dd.f" (hex) into one number; -1 if not a
- * PCI bus id. */
+/* Reads 1 to max hex digits at *s into *out and advances *s; -1 if none. */
+static int hex_field(const char **s, int max, unsigned long long *out)
+{
+    unsigned long long v = 0;
+    int n = 0;
+    for (; n < max && isxdigit((unsigned char)**s); n++, (*s)++)
+        v = v * 16 + (unsigned)(isdigit((unsigned char)**s) ? **s - '0'
+                                                              : (tolower((unsigned char)**s) - 'a' + 10));
+    *out = v;
+    return n > 0 && !isxdigit((unsigned char)**s) ? 0 : -1;
+}
+
+/* Parses "dddd:bb:dd.f" or "bb:dd.f" (hex; domain up to 8 digits, bus and
+ * device 2, function 1) into one number; -1 if not a PCI bus id. */
 static long long bus_id_value(const char *s)
 {
-    unsigned dom = 0, bus, dev, fn;
-    int n = 0;
-    if (sscanf(s, "%x:%x:%x.%x%n", &dom, &bus, &dev, &fn, &n) == 4 && s[n] == '\0')
-        return ((long long)dom << 24) | (bus << 16) | (dev << 8) | fn;
-    dom = 0;
-    n = 0;
-    if (sscanf(s, "%x:%x.%x%n", &bus, &dev, &fn, &n) == 3 && s[n] == '\0')
-        return ((long long)bus << 16) | (dev << 8) | fn;
-    return -1;
+    unsigned long long f[4] = {0};
+    const char *p = s;
+    int colons = 0;
+    for (const char *q = s; *q; q++)
+        colons += *q == ':';
+    int i = colons == 2 ? 0 : 1;
+    if (colons != 1 && colons != 2)
+        return -1;
+    if (i == 0 && (hex_field(&p, 8, &f[0]) != 0 || *p++ != ':'))
+        return -1;
+    if (hex_field(&p, 2, &f[1]) != 0 || *p++ != ':' || hex_field(&p, 2, &f[2]) != 0 ||
+        *p++ != '.' || hex_field(&p, 1, &f[3]) != 0 || *p != '\0')
+        return -1;
+    return (long long)((f[0] << 24) | (f[1] << 16) | (f[2] << 8) | f[3]);
 }
 
 /* 1 if key (a per-GPU entry's name) names this instance's device.  PCI ids
  * compare by value, so "00000000:3B:00.0" (nvidia-smi) matches
  * "0000:3b:00.0" (CUDA); simulated ids compare as text, ignoring case. */
-static int bus_id_match(const char *key, const char *mine)
+int control_bus_id_match(const char *key, const char *mine)
 {
     if (!*mine)
         return 0;
@@ -315,7 +333,7 @@ static int setting_parse(struct control *c, const char *text, size_t len, contro
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
-        if (!strchr(it->string, ':') || !bus_id_match(it->string, c->bus_id))
+        if (!strchr(it->string, ':') || !control_bus_id_match(it->string, c->bus_id))
             continue;
         if (!cJSON_IsObject(it)) {
             snprintf(why, wlen, "entry \"%s\" must be an object", it->string);

@@ -113,6 +113,11 @@ typedef struct control_status {
 } control_status_t;
 vmem_status_t control_get_status(vmem_t *v, control_status_t *out);
 
+/* 1 if a per-GPU entry's key names the device whose id is mine: PCI ids
+ * compare by value ("00000000:3B:00.0" == "0000:3b:00.0" == "3b:00.0"),
+ * others ("sim:0") as text ignoring case. */
+int control_bus_id_match(const char *key, const char *mine);
+
 /* Tests: 1 makes watchers started from now on poll instead of using inotify. */
 extern int control_force_poll;
 

@@ -356,3 +356,20 @@ Test(control, limit_change_from_the_file_fires_the_callback, .timeout = 30)
     free(ctl);
     dir_remove(dir);
 }
+
+Test(control, bus_ids_compare_by_value)
+{
+    const char *cuda = "0000:3b:00.0";
+    cr_assert(control_bus_id_match("0000:3b:00.0", cuda));
+    cr_assert(control_bus_id_match("00000000:3B:00.0", cuda), "nvidia-smi spelling");
+    cr_assert(control_bus_id_match("3b:00.0", cuda), "short spelling, domain 0");
+    cr_assert(control_bus_id_match("0000:3B:00.0", "00000000:3b:00.0"));
+    cr_assert_not(control_bus_id_match("0000:3b:00.1", cuda), "function differs");
+    cr_assert_not(control_bus_id_match("0001:3b:00.0", cuda), "domain differs");
+    cr_assert_not(control_bus_id_match("0000:af:00.0", cuda));
+    cr_assert_not(control_bus_id_match("sim:0", cuda));
+    cr_assert_not(control_bus_id_match("0000:3b:00.0x", cuda), "trailing text");
+    cr_assert(control_bus_id_match("SIM:0", "sim:0"));
+    cr_assert_not(control_bus_id_match("sim:1", "sim:0"));
+    cr_assert_not(control_bus_id_match("0000:3b:00.0", ""), "unknown device id matches nothing");
+}
