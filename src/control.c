@@ -573,43 +573,65 @@ static int inotify_drain(struct control *c)
     return hit;
 }
 
+/* Milliseconds from now until t (0 if past). */
+static int ms_until(double t, double now)
+{
+    return t <= now ? 0 : (int)((t - now) * 1e3) + 1;
+}
+
+/* The watcher: waits for inotify events about the file (or, polling, for a
+ * change of its identity), lets a change settle for DEBOUNCE_MS of quiet
+ * (DEBOUNCE_MAX_MS at most), then reads the file.  Ends when control_stop
+ * writes the eventfd. */
 static void *watcher_main(void *arg)
 {
     struct control *c = arg;
     int dirty = 0;
-    double dirty_since = 0, last_check = vmem_now();
+    double dirty_since = 0, last_event = 0, last_check = vmem_now();
     for (;;) {
+        double now = vmem_now();
+        double period = (c->ino_fd >= 0 ? RESCAN_MS : POLL_MS) * 1e-3;
+        double due = last_check + period;
+        if (dirty) {
+            due = last_event + DEBOUNCE_MS * 1e-3;
+            if (dirty_since + DEBOUNCE_MAX_MS * 1e-3 < due)
+                due = dirty_since + DEBOUNCE_MAX_MS * 1e-3;
+        }
         struct pollfd fds[2] = {{.fd = c->wake_fd, .events = POLLIN},
                                 {.fd = c->ino_fd, .events = POLLIN}};
         int nfds = c->ino_fd >= 0 ? 2 : 1;
-        int timeout = dirty ? DEBOUNCE_MS : c->ino_fd >= 0 ? RESCAN_MS : POLL_MS;
-        int n = poll(fds, (nfds_t)nfds, timeout);
-        if (n < 0 && errno != EINTR)
+        int n = poll(fds, (nfds_t)nfds, ms_until(due, now));
+        if (n < 0 && errno != EINTR) {
+            vmem_log(c->v, VMEM_LOG_ERROR, "control file %s: watcher stopped: poll: %s", c->path,
+                     strerror(errno));
             break;
+        }
         if (n > 0 && fds[0].revents)
             break; /* control_stop */
-        double now = vmem_now();
+        now = vmem_now();
         if (n > 0 && nfds == 2 && fds[1].revents && inotify_drain(c)) {
             if (!dirty)
                 dirty_since = now;
             dirty = 1;
-            if (now - dirty_since < DEBOUNCE_MAX_MS * 1e-3)
-                continue; /* wait for DEBOUNCE_MS of quiet */
+            last_event = now;
         }
-        if (!dirty && now - last_check >= (c->ino_fd >= 0 ? RESCAN_MS : POLL_MS) * 1e-3 - 0.005) {
-            last_check = now;
-            file_sig_t s;
-            sig_read(c->path, &s);
-            if (!sig_equal(&s, &c->sig)) {
-                dirty = 1; /* read after DEBOUNCE_MS, in case a write is under way */
-                dirty_since = now;
-                continue;
+        if (dirty) {
+            if (now - last_event >= DEBOUNCE_MS * 1e-3 ||
+                now - dirty_since >= DEBOUNCE_MAX_MS * 1e-3) {
+                dirty = 0;
+                last_check = now;
+                file_read(c, 0);
             }
+            continue;
         }
-        if (dirty && (n == 0 || now - dirty_since >= DEBOUNCE_MAX_MS * 1e-3)) {
-            dirty = 0;
+        if (now - last_check >= period) {
             last_check = now;
-            file_read(c, 0);
+            file_sig_t sig;
+            sig_read(c->path, &sig);
+            if (!sig_equal(&sig, &c->sig)) {
+                dirty = 1; /* read after DEBOUNCE_MS, in case a write is under way */
+                dirty_since = last_event = now;
+            }
         }
     }
     return NULL;
