@@ -90,13 +90,20 @@ static int tag_ok(uintptr_t chunk_tag, uintptr_t tag)
     return chunk_tag == 0 || chunk_tag == tag;
 }
 
-/* Best fit: the smallest free chunk >= size usable by tag (ties: first seen). */
+/* A free chunk of a dedicated region serves a request only if the request
+ * fills all but 1/DEDICATED_SLACK of it. */
+#define DEDICATED_SLACK 4u
+
+/* Best fit: the smallest free chunk >= size usable by tag (ties: first seen),
+ * skipping chunks of dedicated regions that size would leave mostly empty. */
 static bfc_chunk_t *bin_find(const bfc_arena_t *a, size_t size, uintptr_t tag)
 {
     for (unsigned b = bin_next(a, bfc_bin_index(size)); b < BFC_NBINS; b = bin_next(a, b + 1)) {
         bfc_chunk_t *best = NULL;
         for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext) {
             if (c->size < size || !tag_ok(c->tag, tag))
+                continue;
+            if (c->region->dedicated && size < c->size - c->size / DEDICATED_SLACK)
                 continue;
             if (!best || c->size < best->size) {
                 best = c;
@@ -866,10 +873,14 @@ size_t bfc_fini(bfc_arena_t *a)
 /* ------------------------------------------------------------------------ */
 
 /* Obtains a region able to hold `need` bytes (after merging with a free tail
- * for contiguous backends).  Returns 0 on success. */
+ * for contiguous backends).  Region sizes double from min_region up to
+ * max_region; a request of dedicated_min or more gets a dedicated region of
+ * its own size instead.  Returns 0 on success. */
 static int arena_grow(bfc_arena_t *a, size_t need)
 {
     size_t g = a->granule;
+    int dedicated = a->params.dedicated_min && need >= a->params.dedicated_min &&
+                    !(a->backend->flags & BACKEND_F_CONTIGUOUS);
     if (a->pending || a->held >= a->limit) {
         a->last_fail = BFC_FAIL_LIMIT;
         return -1;
@@ -898,7 +909,7 @@ static int arena_grow(bfc_arena_t *a, size_t need)
             return -1;
         }
         size_t size = minimum;
-        if (size < a->next_region)
+        if (size < a->next_region && !dedicated)
             size = a->next_region;
         if (size > room)
             size = room;
@@ -916,6 +927,10 @@ static int arena_grow(bfc_arena_t *a, size_t need)
             backend_region_free(a->backend, base, size);
             a->last_fail = BFC_FAIL_BACKEND;
             return -1;
+        }
+        if (dedicated) {
+            region_find(a, (uintptr_t)base)->dedicated = 1;
+            return 0;
         }
         if (size >= a->next_region && a->next_region < a->params.max_region) {
             a->next_region *= 2;

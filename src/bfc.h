@@ -68,6 +68,10 @@ typedef struct bfc_region {
     bfc_chunk_t *first;
     struct bfc_region *prev, *next;
     size_t live;                     /* in-use chunks in this region */
+    int dedicated;                   /* made for one large request (see
+                                        bfc_params.dedicated_min): its free
+                                        chunks serve only requests filling at
+                                        least 3/4 of them */
 } bfc_region_t;
 
 /* Open-addressing map from a live chunk's address to the chunk.
@@ -85,6 +89,11 @@ typedef struct bfc_params {
     size_t max_region;  /* growth doubles region sizes up to this */
     size_t split_min;   /* smallest remainder worth splitting off (>= 256) */
     int keep_regions;   /* 1: never give empty regions back on a failed grow */
+    size_t dedicated_min; /* requests this large get a region of their own, of
+                             their size; 0: never.  Non-contiguous backends
+                             only.  Keeps big regions from being pinned by
+                             small blocks, so an empty one can go back when
+                             the limit is reached. */
 } bfc_params_t;
 
 typedef enum bfc_fail_reason {

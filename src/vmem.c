@@ -120,8 +120,11 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
             limit = cfg.start_cap; /* the default limit never exceeds the cap */
     }
     size_t host_limit = cfg.host_limit ? cfg.host_limit : VMEM_DEFAULT_HOST_LIMIT;
-    bfc_params_t dp = {.min_region = (size_t)2 << 20, .max_region = (size_t)1 << 30,
-                       .split_min = BFC_ALIGN, .keep_regions = 0};
+    /* Shared device regions grow to 256 MiB at most; requests of 64 MiB or
+     * more get dedicated regions (docs/benchmarks.md: fragmentation). */
+    bfc_params_t dp = {.min_region = (size_t)2 << 20, .max_region = (size_t)256 << 20,
+                       .split_min = BFC_ALIGN, .keep_regions = 0,
+                       .dedicated_min = (size_t)64 << 20};
     bfc_params_t hp = {.min_region = (size_t)64 << 20, .max_region = (size_t)1 << 30,
                        .split_min = BFC_ALIGN, .keep_regions = 1};
     if (bfc_init(&v->dev, v->dev_backend, &dp, limit) != VMEM_OK ||
