@@ -6,7 +6,9 @@
  * Runs every FILE given (e.g. a crash input from libFuzzer), then every file
  * of the corpus directory, then N inputs generated from seed S: half of them
  * uniformly random bytes of length 1..L, half mutations (byte flips, inserts,
- * splices) of the corpus files.  The same seed gives the same inputs.  Prints
+ * splices) of the corpus files.  The same seed gives the same inputs.
+ * FUZZ_RUNS and FUZZ_MAX_LEN in the environment override --runs and
+ * --max-len (scripts/sanitize.sh shortens the meson test with them).  Prints
  * the operation count at the end; any violation aborts inside the harness,
  * and the input that caused it is written to fuzz-crash-<seed>-<run>.bin
  * (in $FUZZ_CRASH_DIR, default the current directory) for replay.
@@ -219,6 +221,13 @@ int main(int argc, char **argv)
         else
             files[nfiles++] = argv[i];
     }
+    /* Sanitizer and valgrind runs shorten the meson test without editing it. */
+    const char *env_runs = getenv("FUZZ_RUNS");
+    if (env_runs && *env_runs)
+        runs = strtoull(env_runs, NULL, 0);
+    const char *env_len = getenv("FUZZ_MAX_LEN");
+    if (env_len && *env_len)
+        max_len = strtoull(env_len, NULL, 0);
     if (max_len < 1)
         usage();
     struct sigaction sa;
