@@ -99,9 +99,11 @@ vmem_status_t backend_region_alloc_host(backend_t *b, size_t size, void *hint, v
     return VMEM_OK;
 }
 
-vmem_status_t backend_region_move(backend_t *b, void *base, size_t size, int to_host)
+vmem_status_t backend_region_move(backend_t *b, void *base, size_t size, int to_host,
+                                  size_t *moved)
 {
     assert(base && size > 0 && size % b->granule == 0 && (uintptr_t)base % b->granule == 0);
+    *moved = 0;
     if (!b->host_ops)
         return VMEM_ERR_UNSUPPORTED;
     backend_t *side = to_host && b->host_peer ? b->host_peer : b;
@@ -110,7 +112,8 @@ vmem_status_t backend_region_move(backend_t *b, void *base, size_t size, int to_
         side->failures++;
         return VMEM_ERR_BACKEND;
     }
-    vmem_status_t st = b->host_ops->region_move(b, base, size, to_host);
+    vmem_status_t st = b->host_ops->region_move(b, base, size, to_host, moved);
+    assert(*moved % b->granule == 0 && *moved <= size && (st != VMEM_OK || *moved == size));
     if (st != VMEM_OK)
         side->failures++;
     return st;
@@ -331,7 +334,8 @@ static void sim_copy_data(sim_backend_t *s, int from, size_t off, size_t len, ch
     }
 }
 
-static vmem_status_t sim_region_move(backend_t *b, void *base, size_t size, int to_host)
+static vmem_status_t sim_region_move(backend_t *b, void *base, size_t size, int to_host,
+                                     size_t *moved)
 {
     sim_backend_t *s = (sim_backend_t *)b;
     size_t off = (size_t)((char *)base - s->va), first = off / SIM_GRANULE, n = size / SIM_GRANULE;
@@ -362,6 +366,7 @@ static vmem_status_t sim_region_move(backend_t *b, void *base, size_t size, int 
         s->in_use += size;
         s->host_in_use -= size;
     }
+    *moved = size;
     return VMEM_OK;
 }
 

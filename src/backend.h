@@ -58,9 +58,12 @@ typedef struct backend_host_ops {
     vmem_status_t (*region_alloc_host)(backend_t *b, size_t size, void *hint, void **base);
     /* Re-backs [base, base + size) (granule-aligned, handed out, every
      * granule currently on the other side) by host memory (to_host 1) or
-     * device memory (0), keeping its address and its contents; on failure
-     * nothing changed.  Waits for the device's queued work first. */
-    vmem_status_t (*region_move)(backend_t *b, void *base, size_t size, int to_host);
+     * device memory (0), keeping its address and its contents.  Waits for
+     * the device's queued work first.  *moved gets the bytes re-backed from
+     * base on (all of them on success; on failure a prefix, a multiple of
+     * the granule, possibly 0: the rest is unchanged). */
+    vmem_status_t (*region_move)(backend_t *b, void *base, size_t size, int to_host,
+                                 size_t *moved);
     /* What backs the granule at addr (for checks). */
     backend_backing_t (*backing)(const backend_t *b, const void *addr);
 } backend_host_ops_t;
@@ -95,7 +98,8 @@ void backend_region_free(backend_t *b, void *base, size_t size);
 /* BACKEND_F_HOST_BACKING backends (see backend_ops_t); fault injection
  * applies to region_alloc_host too. */
 vmem_status_t backend_region_alloc_host(backend_t *b, size_t size, void *hint, void **base);
-vmem_status_t backend_region_move(backend_t *b, void *base, size_t size, int to_host);
+vmem_status_t backend_region_move(backend_t *b, void *base, size_t size, int to_host,
+                                  size_t *moved);
 backend_backing_t backend_backing(const backend_t *b, const void *addr);
 vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes);
 void backend_destroy(backend_t *b);

@@ -750,6 +750,62 @@ static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi
     return -1;
 }
 
+/* A run of whole free granules of device memory: [lo, hi) lies inside
+ * consecutive free chunks starting with run (one tag, or several: stream
+ * tags may cut a free granule, and giving memory back waits for the
+ * device anyway). */
+typedef struct hole {
+    bfc_chunk_t *run;
+    uintptr_t lo, hi;
+} hole_t;
+
+static int hole_larger(const void *x, const void *y)
+{
+    const hole_t *h = x, *k = y;
+    size_t sh = h->hi - h->lo, sk = k->hi - k->lo;
+    if (sh != sk)
+        return sh > sk ? -1 : 1;
+    /* Ties from the top: a punch walks the chunks right of its hole up to
+     * the region's end, which an earlier punch further right has cut. */
+    return h->lo > k->lo ? -1 : h->lo < k->lo;
+}
+
+/* Every hole of the arena, largest first; NULL (*n 0) if none or no memory. */
+static hole_t *holes_find(const bfc_arena_t *a, size_t *n)
+{
+    size_t g = a->granule, k = 0, cap = 0;
+    hole_t *h = NULL;
+    *n = 0;
+    for (bfc_region_t *r = a->regions; r; r = r->next) {
+        for (bfc_chunk_t *c = r->first; c;) {
+            if (c->in_use || c->tag == BFC_TAG_HOST) {
+                c = c->next;
+                continue;
+            }
+            bfc_chunk_t *run = c;
+            uintptr_t end = c->addr;
+            for (; c && !c->in_use && c->tag != BFC_TAG_HOST; c = c->next)
+                end = c->addr + c->size;
+            uintptr_t lo = align_up(run->addr, g), hi = align_down(end, g);
+            if (hi <= lo)
+                continue;
+            if (k == cap) {
+                hole_t *m = realloc(h, (cap = cap ? cap * 2 : 64) * sizeof *h);
+                if (!m) {
+                    free(h);
+                    return NULL;
+                }
+                h = m;
+            }
+            h[k++] = (hole_t){run, lo, hi};
+        }
+    }
+    if (h)
+        qsort(h, k, sizeof *h, hole_larger);
+    *n = k;
+    return h;
+}
+
 size_t bfc_release(bfc_arena_t *a, size_t target)
 {
     size_t before = a->held;
@@ -768,47 +824,29 @@ again:
         region_release(a, best);
     }
     if (a->held > target && (a->backend->flags & BACKEND_F_SPLITTABLE)) {
-        size_t g = a->granule;
-        while (a->held > target) {
-            /* The largest run of whole granules inside consecutive free
-             * chunks (of one tag, or several: stream tags may cut a free
-             * granule, and giving memory back waits for the device). */
-            bfc_chunk_t *best = NULL;
-            uintptr_t blo = 0, bhi = 0;
-            for (bfc_region_t *r = a->regions; r; r = r->next) {
-                for (bfc_chunk_t *c = r->first; c;) {
-                    if (c->in_use || c->tag == BFC_TAG_HOST) {
-                        c = c->next;
-                        continue;
-                    }
-                    bfc_chunk_t *run = c;
-                    uintptr_t end = c->addr;
-                    for (; c && !c->in_use && c->tag != BFC_TAG_HOST; c = c->next)
-                        end = c->addr + c->size;
-                    uintptr_t lo = align_up(run->addr, g), hi = align_down(end, g);
-                    if (hi > lo && (!best || hi - lo > bhi - blo)) {
-                        best = run;
-                        blo = lo;
-                        bhi = hi;
-                    }
-                }
-            }
-            if (!best)
-                break;
+        /* Holes of whole free granules, largest first, in one pass (a
+         * punch changes no other hole). */
+        size_t n = 0, g = a->granule;
+        int punched = 0;
+        hole_t *h = holes_find(a, &n);
+        for (size_t i = 0; h && i < n && a->held > target; i++) {
             /* Give back no more than needed, from the top of the hole. */
+            uintptr_t lo = h[i].lo, hi = h[i].hi;
             size_t excess = align_up(a->held - target, g);
-            if (bhi - blo > excess)
-                blo = bhi - excess;
-            while (best->addr + best->size <= blo)
-                best = best->next;
-            int failed = bhi <= best->addr + best->size ? region_punch(a, best, blo, bhi)
-                                                        : span_punch(a, best, blo, bhi);
-            if (failed)
+            if (hi - lo > excess)
+                lo = hi - excess;
+            bfc_chunk_t *c = h[i].run;
+            while (c->addr + c->size <= lo)
+                c = c->next;
+            if ((hi <= c->addr + c->size ? region_punch(a, c, lo, hi) : span_punch(a, c, lo, hi)) != 0)
                 break;
-            /* The punch may have left an empty region behind (free chunks
-             * of different stream tags, none holding a whole granule). */
-            goto again;
+            punched = 1;
         }
+        free(h);
+        /* A punch may have left an empty region behind (free chunks of
+         * different stream tags, none holding a whole granule). */
+        if (punched && a->held > target)
+            goto again;
     }
     if (a->pending && a->held <= a->limit)
         a->pending = 0;
@@ -1208,15 +1246,16 @@ size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size)
 }
 
 /* Moves the granule run [lo, hi) (one backing, all on the other side) to
- * host (to_host) or to the device, updating the map and the totals. */
+ * host (to_host) or to the device, updating the map and the totals (for
+ * what moved, if the backend failed part way). */
 static vmem_status_t run_move(bfc_arena_t *a, uintptr_t lo, uintptr_t hi, int to_host,
                               bfc_moves_t *m)
 {
-    vmem_status_t st = backend_region_move(a->backend, (void *)lo, hi - lo, to_host);
-    if (st != VMEM_OK)
+    size_t n = 0;
+    vmem_status_t st = backend_region_move(a->backend, (void *)lo, hi - lo, to_host, &n);
+    if (n == 0)
         return st;
-    size_t n = hi - lo;
-    hostmap_mark(a, lo, hi, to_host);
+    hostmap_mark(a, lo, lo + n, to_host);
     if (to_host) {
         a->held -= n;
         a->held_host += n;
@@ -1230,7 +1269,7 @@ static vmem_status_t run_move(bfc_arena_t *a, uintptr_t lo, uintptr_t hi, int to
         a->moved_to_device += n;
         m->to_device += n;
     }
-    return VMEM_OK;
+    return st;
 }
 
 /* Moves granules of [lo, hi) that are on the other side to host (to_host)

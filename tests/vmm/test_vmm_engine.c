@@ -54,19 +54,21 @@ Test(vmm_backend, move_copies_data_and_keeps_address)
 {
     cr_assert_eq(backend_sim_create(256 * MiB, 1, &b), VMEM_OK);
     void *p = NULL;
+    size_t moved = 0;
     cr_assert_eq(backend_region_alloc(b, 3 * GRANULE, NULL, &p), VMEM_OK);
     char *c = p;
     pattern_fill(c, 3 * GRANULE, 7);
     cr_assert_eq(backend_backing(b, c + GRANULE), BACKEND_BACKING_DEVICE);
-    cr_assert_eq(backend_region_move(b, c + GRANULE, GRANULE, 1), VMEM_OK);
+    cr_assert_eq(backend_region_move(b, c + GRANULE, GRANULE, 1, &moved), VMEM_OK);
     cr_assert_eq(backend_backing(b, c), BACKEND_BACKING_DEVICE);
     cr_assert_eq(backend_backing(b, c + GRANULE), BACKEND_BACKING_HOST);
     cr_assert(pattern_ok(c, 3 * GRANULE, 7), "data lost moving to host");
     /* Moving what is already there is refused and changes nothing. */
-    cr_assert_eq(backend_region_move(b, c, 2 * GRANULE, 1), VMEM_ERR_INVALID);
+    cr_assert_eq(backend_region_move(b, c, 2 * GRANULE, 1, &moved), VMEM_ERR_INVALID);
+    cr_assert_eq(moved, 0);
     cr_assert_eq(backend_backing(b, c), BACKEND_BACKING_DEVICE);
     pattern_fill(c + GRANULE, GRANULE, 8); /* written while on host */
-    cr_assert_eq(backend_region_move(b, c + GRANULE, GRANULE, 0), VMEM_OK);
+    cr_assert_eq(backend_region_move(b, c + GRANULE, GRANULE, 0, &moved), VMEM_OK);
     cr_assert_eq(backend_backing(b, c + GRANULE), BACKEND_BACKING_DEVICE);
     cr_assert(pattern_ok(c + GRANULE, GRANULE, 8), "data lost moving back");
     cr_assert(pattern_ok(c, GRANULE, 7));
@@ -86,12 +88,13 @@ Test(vmm_backend, device_capacity_bounds_moves_back)
 {
     cr_assert_eq(backend_sim_create(4 * MiB, 1, &b), VMEM_OK);
     void *d = NULL, *h = NULL;
+    size_t moved = 0;
     cr_assert_eq(backend_region_alloc(b, 4 * MiB, NULL, &d), VMEM_OK);
     cr_assert_eq(backend_region_alloc_host(b, GRANULE, NULL, &h), VMEM_OK);
-    cr_assert_eq(backend_region_move(b, h, GRANULE, 0), VMEM_ERR_NOMEM, "device is full");
+    cr_assert_eq(backend_region_move(b, h, GRANULE, 0, &moved), VMEM_ERR_NOMEM, "device is full");
     cr_assert_eq(backend_backing(b, h), BACKEND_BACKING_HOST);
     backend_region_free(b, d, 4 * MiB);
-    cr_assert_eq(backend_region_move(b, h, GRANULE, 0), VMEM_OK);
+    cr_assert_eq(backend_region_move(b, h, GRANULE, 0, &moved), VMEM_OK);
     backend_region_free(b, h, GRANULE);
     backend_destroy(b);
 }

@@ -1,0 +1,60 @@
+/*
+ * The CUDA driver API entry points libvmem uses (the VMM backend), reached
+ * through the runtime's cudaGetDriverEntryPointByVersion -- never by linking
+ * libcuda, so the library loads on machines without a driver and fails over
+ * cleanly.  Every pointer is the entry point as of CUDA 12.0 (its signature
+ * in cudaTypedefs.h is the one named in the comment).  Not installed.
+ */
+#ifndef VMEM_CUDA_DRIVER_H
+#define VMEM_CUDA_DRIVER_H
+
+#ifdef VMEM_HAVE_CUDA
+#include <cuda.h>
+
+/* Invariant: either every member is non-NULL, or cu_driver() returned NULL. */
+typedef struct cu_driver {
+    CUresult (*GetErrorString)(CUresult error, const char **str);            /* v6000 */
+    CUresult (*DeviceGet)(CUdevice *device, int ordinal);                   /* v2000 */
+    CUresult (*DeviceGetAttribute)(int *value, CUdevice_attribute attr, CUdevice dev);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);       /* v7000 */
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice dev);                      /* v11000 */
+    CUresult (*CtxPushCurrent)(CUcontext ctx);                              /* v4000 */
+    CUresult (*CtxPopCurrent)(CUcontext *ctx);                              /* v4000 */
+    CUresult (*CtxSynchronize)(void);                                       /* v2000 */
+    CUresult (*MemGetInfo)(size_t *free_bytes, size_t *total_bytes);        /* v3020 */
+    CUresult (*MemAddressReserve)(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                  CUdeviceptr addr, unsigned long long flags); /* v10020 */
+    CUresult (*MemAddressFree)(CUdeviceptr ptr, size_t size);
+    CUresult (*MemCreate)(CUmemGenericAllocationHandle *handle, size_t size,
+                          const CUmemAllocationProp *prop, unsigned long long flags);
+    CUresult (*MemRelease)(CUmemGenericAllocationHandle handle);
+    CUresult (*MemMap)(CUdeviceptr ptr, size_t size, size_t offset,
+                       CUmemGenericAllocationHandle handle, unsigned long long flags);
+    CUresult (*MemUnmap)(CUdeviceptr ptr, size_t size);
+    CUresult (*MemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                             size_t count);
+    CUresult (*MemGetAllocationGranularity)(size_t *granularity, const CUmemAllocationProp *prop,
+                                            CUmemAllocationGranularity_flags option);
+    CUresult (*MemcpyAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+    CUresult (*StreamCreate)(CUstream *stream, unsigned int flags);          /* v2000 */
+    CUresult (*StreamDestroy)(CUstream stream);                             /* v4000 */
+    CUresult (*StreamSynchronize)(CUstream stream);                         /* v2000 */
+    CUresult (*EventCreate)(CUevent *event, unsigned int flags);            /* v2000 */
+    CUresult (*EventRecord)(CUevent event, CUstream stream);                /* v2000 */
+    CUresult (*EventSynchronize)(CUevent event);                            /* v2000 */
+    CUresult (*EventDestroy)(CUevent event);                                /* v4000 */
+} cu_driver_t;
+
+/* The entry points, looked up once (thread-safe).  NULL when the runtime
+ * finds no driver, the driver is older than CUDA 12.0, or any entry point is
+ * missing; the reason is then in cu_driver_why(). */
+const cu_driver_t *cu_driver(void);
+
+/* Why cu_driver() returned NULL (a static string; "" if it did not). */
+const char *cu_driver_why(void);
+
+/* A name for a driver result (never NULL). */
+const char *cu_error_string(CUresult r);
+#endif
+
+#endif

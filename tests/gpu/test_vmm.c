@@ -1,0 +1,214 @@
+/* GPU suite: the vmm backend on a real device -- page-granular shrink,
+ * pointer-stable spill (kernels read and write blocks backed by host memory
+ * through the pointer vmem_alloc gave), eviction and bring-back at the step
+ * boundary with the data checked on the host.  Skipped (with a message)
+ * where no GPU is found; without a driver, vmm must fail over cleanly. */
+#include <criterion/criterion.h>
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmem_internal.h"
+
+#define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
+
+int gpu_fill(void *p, size_t n_words, uint32_t seed);
+int gpu_transform(const void *src, void *dst, size_t n_words);
+int gpu_copy_to_host(void *dst, const void *src, size_t bytes);
+
+static vmem_t *open_vmm(size_t limit, size_t host_limit)
+{
+    if (!backend_cuda_present(0))
+        cr_skip_test("no CUDA device on this machine: GPU suite skipped");
+    vmem_config_t cfg;
+    vmem_config_init(&cfg);
+    cfg.backend = VMEM_BACKEND_VMM;
+    cfg.limit = limit;
+    cfg.start_cap = 16 * GiB;
+    cfg.host_limit = host_limit;
+    vmem_t *v = NULL;
+    vmem_status_t st = vmem_create(&cfg, &v);
+    cr_assert_eq(st, VMEM_OK, "vmem_create(vmm): %s", vmem_strerror(st));
+    return v;
+}
+
+#define CHECK(v) cr_assert_eq(vmem_check(v), VMEM_OK, "vmem_check failed")
+
+static vmem_location_t where(vmem_t *v, void *p)
+{
+    vmem_ptr_info_t info;
+    cr_assert_eq(vmem_ptr_info(v, p, &info), VMEM_OK);
+    return info.location;
+}
+
+/* Checks on the host that p holds gpu_fill(seed) transformed by x * mul + add. */
+static void expect_words(const void *p, size_t bytes, uint32_t seed, uint32_t mul, uint32_t add)
+{
+    uint32_t *h = malloc(bytes);
+    cr_assert_not_null(h);
+    cr_assert_eq(gpu_copy_to_host(h, p, bytes), 0);
+    for (size_t i = 0; i < bytes / 4; i++) {
+        uint32_t want = ((uint32_t)(i * 2654435761u) ^ seed) * mul + add;
+        if (h[i] != want) {
+            uint32_t got = h[i];
+            free(h);
+            cr_assert_fail("word %zu of %p: got %#x, want %#x", i, p, got, want);
+        }
+    }
+    free(h);
+}
+
+static size_t device_free(void)
+{
+    size_t f = 0, t = 0;
+    cr_assert_eq(cudaMemGetInfo(&f, &t), cudaSuccess);
+    return f;
+}
+
+Test(vmm_gpu, unavailable_without_a_driver_or_gpu)
+{
+    if (backend_cuda_present(0))
+        cr_skip_test("a GPU is present: nothing to fail over from");
+    vmem_config_t cfg;
+    vmem_config_init(&cfg);
+    cfg.backend = VMEM_BACKEND_VMM;
+    cfg.log_level = VMEM_LOG_NONE;
+    vmem_t *v = NULL;
+    cr_assert_eq(vmem_create(&cfg, &v), VMEM_ERR_UNAVAILABLE);
+    cr_assert_null(v);
+    backend_t *b = NULL;
+    cr_assert_eq(backend_vmm_create(0, &b), VMEM_ERR_UNAVAILABLE);
+    cr_assert_null(b);
+}
+
+Test(vmm_gpu, backend_is_one_range_and_kernels_use_it)
+{
+    vmem_t *v = open_vmm(GiB, GiB);
+    cr_assert_str_eq(v->dev_backend->name, "vmm");
+    cr_assert(v->dev_backend->flags & BACKEND_F_CONTIGUOUS);
+    cr_assert(v->dev_backend->flags & BACKEND_F_SPLITTABLE);
+    cr_log_info("vmm granule %zu, host backing %s", v->dev_backend->granule,
+                (v->dev_backend->flags & BACKEND_F_HOST_BACKING) ? "yes" : "no");
+    void *p[16];
+    for (int i = 0; i < 16; i++) {
+        p[i] = vmem_alloc(v, 24 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(gpu_fill(p[i], 24 * MiB / 4, (uint32_t)i), 0);
+    }
+    CHECK(v);
+    cr_assert_eq(v->dev.nregions, 1, "touching regions of one range must merge");
+    for (int i = 0; i < 16; i++) {
+        expect_words(p[i], 24 * MiB, (uint32_t)i, 1, 0);
+        cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    }
+    CHECK(v);
+    vmem_destroy(v);
+}
+
+Test(vmm_gpu, shrink_gives_back_free_pages_inside_used_ranges)
+{
+    vmem_t *v = open_vmm(2 * GiB, GiB);
+    enum { N = 256 };
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(gpu_fill(p[i], MiB, (uint32_t)i), 0);
+    }
+    for (int i = 0; i < N; i += 2)
+        cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    size_t before = device_free(), applied = 0;
+    cr_assert_eq(vmem_set_limit(v, N / 2 * 4 * MiB, &applied), VMEM_OK);
+    cr_assert_leq(applied, N / 2 * 4 * MiB);
+    CHECK(v);
+    /* The driver got the memory back (other processes may allocate at the
+     * same time, hence the slack). */
+    cr_assert_geq(device_free() + 64 * MiB, before + N / 2 * 4 * MiB - 64 * MiB,
+                  "device free memory rose by %zu MiB only",
+                  (device_free() - before) / MiB);
+    for (int i = 1; i < N; i += 2) {
+        expect_words(p[i], 4 * MiB, (uint32_t)i, 1, 0);
+        cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    }
+    vmem_destroy(v);
+}
+
+static void need_host_backing(vmem_t *v)
+{
+    if (!(v->dev_backend->flags & BACKEND_F_HOST_BACKING)) {
+        vmem_destroy(v);
+        cr_skip_test("the driver cannot map host memory into the range (no "
+                     "CU_MEM_LOCATION_TYPE_HOST support): spills use the pinned host arena");
+    }
+}
+
+Test(vmm_gpu, spill_in_place_is_transparent_and_comes_back)
+{
+    vmem_t *v = open_vmm(256 * MiB, 2 * GiB);
+    need_host_backing(v);
+    size_t bytes = 192 * MiB, n = bytes / 4;
+    void *dev = vmem_alloc(v, bytes);
+    void *host = vmem_alloc(v, bytes); /* past the 256 MiB limit */
+    cr_assert(dev && host);
+    CHECK(v);
+    cr_assert_eq(where(v, dev), VMEM_LOC_DEVICE);
+    cr_assert_eq(where(v, host), VMEM_LOC_HOST);
+    cr_assert(bfc_contains(&v->dev, host), "spilled block must lie in the vmm range");
+    cr_assert_leq(v->dev.held, 256 * MiB);
+    /* Kernels write and read the host-backed block through its pointer. */
+    cr_assert_eq(gpu_fill(host, n, 0xabcd1234u), 0);
+    cr_assert_eq(gpu_transform(host, dev, n), 0);
+    expect_words(dev, bytes, 0xabcd1234u, 3, 1);
+    cr_assert_eq(gpu_fill(dev, n, 0x5555u), 0);
+    cr_assert_eq(gpu_transform(dev, host, n), 0);
+    /* Raised: at the step boundary the block comes back, same address. */
+    cr_assert_eq(vmem_set_limit(v, GiB, NULL), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    cr_assert_eq(where(v, host), VMEM_LOC_DEVICE);
+    vmem_stats_t s = {.size = sizeof s};
+    vmem_get_stats(v, &s);
+    cr_assert_eq(s.host_held, 0, "%zu bytes left on host", s.host_held);
+    expect_words(host, bytes, 0x5555u, 3, 1);
+    cr_assert_eq(gpu_transform(host, dev, n), 0);
+    expect_words(dev, bytes, 0x5555u, 9, 4);
+    cr_assert_eq(vmem_free(v, host), VMEM_OK);
+    cr_assert_eq(vmem_free(v, dev), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+}
+
+Test(vmm_gpu, shrink_below_live_evicts_and_returns)
+{
+    vmem_t *v = open_vmm(GiB, 2 * GiB);
+    need_host_backing(v);
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = vmem_alloc(v, 128 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(gpu_fill(p[i], 32 * MiB, (uint32_t)i), 0);
+    }
+    cr_assert_eq(vmem_set_limit(v, 256 * MiB, NULL), VMEM_PENDING);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    cr_assert_leq(v->dev.held, 256 * MiB);
+    cr_assert_eq(v->dev.pending, 0);
+    cr_assert_eq(where(v, p[0]), VMEM_LOC_HOST, "the oldest block is evicted first");
+    cr_assert_eq(where(v, p[3]), VMEM_LOC_DEVICE);
+    for (int i = 0; i < 4; i++)
+        expect_words(p[i], 128 * MiB, (uint32_t)i, 1, 0);
+    /* A kernel works on an evicted block in place. */
+    cr_assert_eq(gpu_transform(p[0], p[3], 32 * MiB), 0);
+    expect_words(p[3], 128 * MiB, 0u, 3, 1);
+    cr_assert_eq(vmem_set_limit(v, GiB, NULL), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(where(v, p[i]), VMEM_LOC_DEVICE);
+        expect_words(p[i], 128 * MiB, i == 3 ? 0u : (uint32_t)i, i == 3 ? 3 : 1, i == 3 ? 1 : 0);
+        cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    }
+    vmem_destroy(v);
+}

@@ -1,0 +1,261 @@
+/*
+ * vmm-bench: what the vmm backend costs on a real GPU (issue 7's targets).
+ *
+ *   shrink    vmem_set_limit giving back 8 GiB of free granules: scattered
+ *             (2-granule holes between live blocks) and in one run
+ *   grow      allocating the same 8 GiB (cuMemCreate + map + access)
+ *   spill     a block past the limit backed by host memory in place
+ *   back      vmem_step_end moving it host -> device after a raise (GB/s)
+ *   evict     vmem_step_end moving live data device -> host for a shrink
+ *             below the live bytes (GB/s)
+ *   copy      cudaMemcpy pinned host -> device, the bus for reference
+ *
+ * Every moved byte is checked afterwards (a pattern written with
+ * cudaMemset, read back in samples).  One JSON object per measurement on
+ * stdout, a summary table last.  Usage: vmm-bench [GiB to shrink, default 8]
+ * [GiB to move, default 4].  Exit 77 without a GPU, 1 on a wrong result.
+ */
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vmem_internal.h"
+
+#define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int failures;
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "vmm-bench: %s\n", what);
+    failures++;
+}
+
+static vmem_t *open_vmm(size_t limit, size_t host_limit)
+{
+    vmem_config_t cfg;
+    vmem_config_init(&cfg);
+    cfg.backend = VMEM_BACKEND_VMM;
+    cfg.limit = limit;
+    cfg.start_cap = limit > 64 * GiB ? limit : 64 * GiB;
+    cfg.host_limit = host_limit;
+    vmem_t *v = NULL;
+    vmem_status_t st = vmem_create(&cfg, &v);
+    if (st != VMEM_OK) {
+        fprintf(stderr, "vmm-bench: vmem_create(vmm): %s\n", vmem_strerror(st));
+        exit(1);
+    }
+    return v;
+}
+
+/* Writes byte `seed` over the block. */
+static void fill(void *p, size_t bytes, int seed)
+{
+    if (cudaMemset(p, seed & 0xff, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        fail("cudaMemset failed");
+}
+
+/* Reads 1 MiB samples every 256 MiB (and the last one) and checks them. */
+static void verify(const void *p, size_t bytes, int seed, const char *what)
+{
+    static unsigned char buf[1 << 20];
+    for (size_t off = 0;; off += 256 * MiB) {
+        if (off >= bytes)
+            off = bytes > sizeof buf ? bytes - sizeof buf : 0;
+        size_t n = bytes - off < sizeof buf ? bytes - off : sizeof buf;
+        if (cudaMemcpy(buf, (const char *)p + off, n, cudaMemcpyDefault) != cudaSuccess) {
+            fail("cudaMemcpy failed");
+            return;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] != (unsigned char)(seed & 0xff)) {
+                fprintf(stderr, "vmm-bench: %s: byte %zu is %u, want %u\n", what, off + i, buf[i],
+                        (unsigned)(seed & 0xff));
+                failures++;
+                return;
+            }
+        if (off + n >= bytes)
+            return;
+    }
+}
+
+typedef struct row {
+    const char *name;
+    double bytes, seconds;
+    const char *target;
+} row_t;
+
+static row_t rows[16];
+static int nrows;
+
+static void report(const char *name, double bytes, double seconds, const char *target)
+{
+    rows[nrows++] = (row_t){name, bytes, seconds, target};
+    printf("{\"bench\": \"%s\", \"bytes\": %.0f, \"ms\": %.3f, \"gb_per_s\": %.2f}\n", name, bytes,
+           seconds * 1e3, bytes / seconds / 1e9);
+    fflush(stdout);
+}
+
+/* Shrink: `gib` GiB of free granules given back, scattered or in one run. */
+static void bench_shrink(size_t gib)
+{
+    size_t free_b = 0, total = 0;
+    cudaMemGetInfo(&free_b, &total);
+    size_t want = gib * GiB * 3 / 2; /* free 2 of every 3 granules */
+    if (want + 2 * GiB > free_b) {
+        gib = (free_b - 2 * GiB) * 2 / 3 / GiB;
+        want = gib * GiB * 3 / 2;
+        fprintf(stderr, "vmm-bench: only %zu GiB free on the device: shrinking %zu GiB\n",
+                free_b / GiB, gib);
+    }
+    vmem_t *v = open_vmm(want, GiB);
+    size_t g = v->dev_backend->granule, n = want / g;
+    void **p = calloc(n, sizeof *p);
+    double t0 = now();
+    for (size_t i = 0; i < n; i++)
+        if (!(p[i] = vmem_alloc(v, g)))
+            fail("grow: allocation failed");
+    double t1 = now();
+    report("grow", (double)want, t1 - t0, "");
+    for (size_t i = 0; i < n; i++)
+        if (i % 3 != 0)
+            vmem_free(v, p[i]);
+    size_t live = (n + 2) / 3 * g, applied = 0;
+    t0 = now();
+    vmem_status_t st = vmem_set_limit(v, live, &applied);
+    t1 = now();
+    if (st != VMEM_OK || applied > live)
+        fail("scattered shrink did not apply at once");
+    report("shrink scattered", (double)(want - applied), t1 - t0, "< 100 ms for 8 GiB");
+    for (size_t i = 0; i < n; i += 3)
+        vmem_free(v, p[i]);
+    free(p);
+    /* One run: a single big block freed, then the shrink. */
+    vmem_set_limit(v, want, NULL);
+    void *big = vmem_alloc(v, gib * GiB);
+    void *small = vmem_alloc(v, g);
+    if (!big || !small)
+        fail("one-run setup failed");
+    vmem_free(v, big);
+    t0 = now();
+    st = vmem_set_limit(v, g, &applied);
+    t1 = now();
+    if (st != VMEM_OK)
+        fail("one-run shrink did not apply at once");
+    report("shrink one run", (double)(gib * GiB), t1 - t0, "< 100 ms for 8 GiB");
+    vmem_free(v, small);
+    if (vmem_check(v) != VMEM_OK)
+        fail("vmem_check after the shrinks");
+    vmem_destroy(v);
+}
+
+/* Spill in place, bring back, evict: `gib` GiB moved each way. */
+static void bench_moves(size_t gib)
+{
+    size_t bytes = gib * GiB, base = GiB;
+    vmem_t *v = open_vmm(base, 2 * bytes + GiB);
+    if (!(v->dev_backend->flags & BACKEND_F_HOST_BACKING)) {
+        printf("{\"bench\": \"moves\", \"skipped\": \"no host backing in this driver\"}\n");
+        vmem_destroy(v);
+        return;
+    }
+    void *d = vmem_alloc(v, base);
+    if (!d) {
+        fail("device block");
+        vmem_destroy(v);
+        return;
+    }
+    fill(d, base, 0x11);
+    double t0 = now();
+    void *s = vmem_alloc(v, bytes); /* past the limit: host memory in place */
+    double t1 = now();
+    if (!s || v->dev.host_in_use < bytes) {
+        fail("spill in place");
+        vmem_destroy(v);
+        return;
+    }
+    report("spill (host granules)", (double)bytes, t1 - t0, "");
+    fill(s, bytes, 0x5a);
+    vmem_set_limit(v, base + bytes + GiB, NULL);
+    t0 = now();
+    vmem_step_end(v);
+    t1 = now();
+    if (v->dev.held_host != 0)
+        fail("bring back left host memory");
+    report("back host->device", (double)bytes, t1 - t0, ">= 25 GB/s");
+    verify(s, bytes, 0x5a, "after bring back");
+    verify(d, base, 0x11, "device block after bring back");
+    /* Shrink below the live bytes: the oldest block (d) and part of s go. */
+    vmem_set_limit(v, base, NULL);
+    t0 = now();
+    vmem_step_end(v);
+    t1 = now();
+    size_t evicted = v->dev.held_host;
+    report("evict device->host", (double)evicted, t1 - t0, "");
+    verify(s, bytes, 0x5a, "after eviction");
+    verify(d, base, 0x11, "device block after eviction");
+    vmem_set_limit(v, base + bytes + GiB, NULL);
+    t0 = now();
+    vmem_step_end(v);
+    t1 = now();
+    report("back again host->device", (double)evicted, t1 - t0, ">= 25 GB/s");
+    verify(s, bytes, 0x5a, "after the second bring back");
+    verify(d, base, 0x11, "device block at the end");
+    if (vmem_check(v) != VMEM_OK)
+        fail("vmem_check after the moves");
+    vmem_free(v, s);
+    vmem_free(v, d);
+    vmem_destroy(v);
+}
+
+static void bench_copy(size_t gib)
+{
+    size_t bytes = gib * GiB;
+    void *h = NULL, *d = NULL;
+    if (cudaHostAlloc(&h, bytes, cudaHostAllocDefault) != cudaSuccess ||
+        cudaMalloc(&d, bytes) != cudaSuccess) {
+        fail("copy reference: allocation");
+        return;
+    }
+    cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice); /* warm */
+    double t0 = now();
+    cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+    double t1 = now();
+    report("cudaMemcpy pinned->device", (double)bytes, t1 - t0, "(reference)");
+    cudaFree(d);
+    cudaFreeHost(h);
+}
+
+int main(int argc, char **argv)
+{
+    size_t shrink_gib = argc > 1 ? strtoul(argv[1], NULL, 10) : 8;
+    size_t move_gib = argc > 2 ? strtoul(argv[2], NULL, 10) : 4;
+    if (!backend_cuda_present(0)) {
+        fprintf(stderr, "vmm-bench: no CUDA device\n");
+        return 77;
+    }
+    struct cudaDeviceProp prop;
+    cudaGetDeviceProperties(&prop, 0);
+    printf("{\"device\": \"%s\", \"memory_gib\": %.1f}\n", prop.name,
+           (double)prop.totalGlobalMem / (double)GiB);
+    bench_shrink(shrink_gib);
+    bench_moves(move_gib);
+    bench_copy(move_gib);
+    printf("\n%-28s %10s %10s %9s  %s\n", "vmm-bench", "MiB", "ms", "GB/s", "target");
+    for (int i = 0; i < nrows; i++)
+        printf("%-28s %10.0f %10.2f %9.2f  %s\n", rows[i].name, rows[i].bytes / (double)MiB,
+               rows[i].seconds * 1e3, rows[i].bytes / rows[i].seconds / 1e9, rows[i].target);
+    printf("%s\n", failures ? "RESULT: FAILED (see stderr)" : "RESULT: all data checks passed");
+    return failures ? 1 : 0;
+}
