@@ -365,9 +365,9 @@ static vmem_status_t vmm_mem_info(backend_t *b, size_t *free_bytes, size_t *tota
 static void vmm_destroy(backend_t *b)
 {
     vmm_backend_t *m = (vmm_backend_t *)b;
-    if (ctx_enter(m)) {
+    if (m->va && ctx_enter(m)) {
         m->cu->CtxSynchronize();
-        for (size_t i = 0; i < m->ngranules;) {
+        for (size_t i = 0; m->state && i < m->ngranules;) {
             if (m->state[i] == VMM_NONE) {
                 i++;
                 continue;
@@ -388,7 +388,8 @@ static void vmm_destroy(backend_t *b)
             m->cu->StreamDestroy(m->stream);
         ctx_leave(m);
     }
-    m->cu->DevicePrimaryCtxRelease(m->dev);
+    if (m->ctx)
+        m->cu->DevicePrimaryCtxRelease(m->dev);
     free(m->state);
     free(m->handles);
     free(m);
@@ -468,10 +469,8 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
     m->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     int host = host_prop_init(m);
     size_t gd = 0, gh = 0, free_b = 0, total = 0;
-    if (!ctx_enter(m)) {
-        cu->DevicePrimaryCtxRelease(m->dev);
-        return VMEM_ERR_UNAVAILABLE;
-    }
+    if (!ctx_enter(m))
+        return VMEM_ERR_UNAVAILABLE; /* the caller releases the context */
     vmem_status_t st = VMEM_ERR_UNAVAILABLE;
     if (cu->MemGetAllocationGranularity(&gd, dp, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
         cu->MemGetInfo(&free_b, &total) != CUDA_SUCCESS || gd == 0)

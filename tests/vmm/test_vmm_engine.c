@@ -459,6 +459,51 @@ Test(vmm_rebalance, a_failed_move_changes_nothing)
     arena_close();
 }
 
+/* A backend whose moves stop half way (as a real one may when the device
+ * runs out of memory part way through). */
+static const backend_host_ops_t *real_host_ops;
+
+static vmem_status_t half_move(backend_t *bk, void *base, size_t size, int to_host,
+                               size_t *moved)
+{
+    size_t half = size / 2 / GRANULE * GRANULE;
+    *moved = 0;
+    if (half == 0)
+        return VMEM_ERR_NOMEM;
+    vmem_status_t st = real_host_ops->region_move(bk, base, half, to_host, moved);
+    return st == VMEM_OK ? VMEM_ERR_NOMEM : st;
+}
+
+Test(vmm_rebalance, a_move_failing_half_way_keeps_what_moved)
+{
+    arena_open(1, GiB, 8 * MiB);
+    void *d = alloc_ok(8 * MiB);
+    void *s = bfc_alloc_spill(&a, 8 * MiB, 0, GiB);
+    cr_assert_not_null(s);
+    pattern_fill(s, 8 * MiB, 9);
+    cr_assert_eq(bfc_set_limit(&a, 64 * MiB), VMEM_OK);
+    static backend_host_ops_t ops;
+    real_host_ops = b->host_ops;
+    ops = *real_host_ops;
+    ops.region_move = half_move;
+    b->host_ops = &ops;
+    bfc_moves_t m;
+    cr_assert_eq(bfc_rebalance(&a, GiB, &m), VMEM_ERR_NOMEM);
+    CHECK(); /* the map agrees with the backend granule by granule */
+    cr_assert_eq(m.to_device, 4 * MiB);
+    cr_assert_eq(a.held_host, 4 * MiB);
+    cr_assert_eq(host_bytes(s, 8 * MiB), 4 * MiB);
+    cr_assert(pattern_ok(s, 8 * MiB, 9));
+    b->host_ops = real_host_ops;
+    cr_assert_eq(bfc_rebalance(&a, GiB, &m), VMEM_OK);
+    CHECK();
+    cr_assert_eq(a.held_host, 0);
+    cr_assert(pattern_ok(s, 8 * MiB, 9));
+    free_ok(s);
+    free_ok(d);
+    arena_close();
+}
+
 /* ------------------------------------------------------------------------ */
 /* Random operations                                                        */
 /* ------------------------------------------------------------------------ */
