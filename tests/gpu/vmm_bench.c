@@ -9,6 +9,9 @@
  *   evict     vmem_step_end moving live data device -> host for a shrink
  *             below the live bytes (GB/s)
  *   copy      cudaMemcpy pinned host -> device, the bus for reference
+ *   handles   the driver alone: 1 GiB created+mapped+made accessible and
+ *             unmapped+released as 2 MiB, 64 MiB or 1 GiB handles (is a
+ *             bigger handle worth its loss of page-granular release?)
  *
  * Every moved byte is checked afterwards (a pattern written with
  * cudaMemset, read back in samples).  One JSON object per measurement on
@@ -22,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda_driver.h"
 #include "vmem_internal.h"
 
 #define MiB ((size_t)1 << 20)
@@ -96,12 +100,13 @@ typedef struct row {
     const char *target;
 } row_t;
 
-static row_t rows[16];
+static row_t rows[32];
 static int nrows;
 
 static void report(const char *name, double bytes, double seconds, const char *target)
 {
-    rows[nrows++] = (row_t){name, bytes, seconds, target};
+    if (nrows < (int)(sizeof rows / sizeof rows[0]))
+        rows[nrows++] = (row_t){name, bytes, seconds, target};
     printf("{\"bench\": \"%s\", \"bytes\": %.0f, \"ms\": %.3f, \"gb_per_s\": %.2f}\n", name, bytes,
            seconds * 1e3, bytes / seconds / 1e9);
     fflush(stdout);
@@ -237,6 +242,53 @@ static void bench_copy(size_t gib)
     cudaFreeHost(h);
 }
 
+/* 1 GiB of device memory through the driver in handles of `handle` bytes:
+ * create + map + one set-access, then unmap (one call per handle) +
+ * release.  Reports both halves. */
+static void bench_handles(size_t handle)
+{
+    const cu_driver_t *cu = cu_driver();
+    if (!cu)
+        return;
+    size_t total = GiB, n = total / handle;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUdeviceptr va = 0;
+    cudaFree(NULL);
+    if (cu->MemAddressReserve(&va, total, handle, 0, 0) != CUDA_SUCCESS) {
+        fail("handles: reserve");
+        return;
+    }
+    CUmemGenericAllocationHandle *h = calloc(n, sizeof *h);
+    double t0 = now();
+    for (size_t i = 0; i < n; i++) {
+        if (cu->MemCreate(&h[i], handle, &prop, 0) != CUDA_SUCCESS ||
+            cu->MemMap(va + i * handle, handle, 0, h[i], 0) != CUDA_SUCCESS) {
+            fail("handles: create/map");
+            n = i;
+            break;
+        }
+    }
+    cu->MemSetAccess(va, n * handle, &acc, 1);
+    double t1 = now();
+    for (size_t i = 0; i < n; i++) {
+        cu->MemUnmap(va + i * handle, handle);
+        cu->MemRelease(h[i]);
+    }
+    double t2 = now();
+    cu->MemAddressFree(va, total);
+    free(h);
+    char name[48];
+    snprintf(name, sizeof name, "driver map %zu MiB handles", handle / MiB);
+    report(strdup(name), (double)total, t1 - t0, "");
+    snprintf(name, sizeof name, "driver unmap %zu MiB handles", handle / MiB);
+    report(strdup(name), (double)total, t2 - t1, "");
+}
+
 int main(int argc, char **argv)
 {
     size_t shrink_gib = argc > 1 ? strtoul(argv[1], NULL, 10) : 8;
@@ -252,6 +304,9 @@ int main(int argc, char **argv)
     bench_shrink(shrink_gib);
     bench_moves(move_gib);
     bench_copy(move_gib);
+    bench_handles(2 * MiB);
+    bench_handles(64 * MiB);
+    bench_handles(GiB);
     printf("\n%-28s %10s %10s %9s  %s\n", "vmm-bench", "MiB", "ms", "GB/s", "target");
     for (int i = 0; i < nrows; i++)
         printf("%-28s %10.0f %10.2f %9.2f  %s\n", rows[i].name, rows[i].bytes / (double)MiB,
