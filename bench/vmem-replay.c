@@ -408,7 +408,7 @@ static int usage(void)
             "          [--find-min-limit] [--repeat N] [--timeline FILE] [--no-host-fallback]\n"
             "          [--sim-capacity BYTES] [--check] [--summary] [--verbose] TRACE.txt.gz ...\n"
             "BYTES: an integer with an optional K, M, G or T suffix (powers of 1024).\n"
-            "--repeat N: timed passes after one warm-up pass (default 5).\n"
+            "--repeat N: timed passes after one warm-up pass (default 11).\n"
             "--timeline FILE: CSV of the warm-up pass (event,time_us,live_bytes,device_held,\n"
             "  limit,host_held); with several traces, FILE-<trace>.csv per trace.\n"
             "--check: vmem_check after every event of the warm-up pass (slow).\n"
@@ -428,7 +428,7 @@ static int parse_bytes(const char *opt, const char *text, size_t *out)
 
 int main(int argc, char **argv)
 {
-    options_t o = {.backend = VMEM_BACKEND_SIM, .repeat = 5, .host_fallback = 1,
+    options_t o = {.backend = VMEM_BACKEND_SIM, .repeat = 11, .host_fallback = 1,
                    .log_level = VMEM_LOG_ERROR};
     int first = 1;
     for (; first < argc; first++) {

@@ -1,0 +1,287 @@
+/* Criterion suite 'bench': the trace parser (validation, dense slots, peak
+ * live bytes) and the shared replay loop of vmem-replay. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <vmem.h>
+
+#include "replay.h"
+#include "trace.h"
+
+static char dir[] = "/tmp/vmem-test-replay-XXXXXX";
+
+static void setup(void) { cr_assert_not_null(mkdtemp(dir)); }
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    (void)!system(cmd);
+}
+
+TestSuite(trace, .init = setup, .fini = teardown);
+
+/* Writes text gzip-compressed (or plain) to dir/name; returns the path. */
+static const char *write_trace(const char *name, const char *text, int gz)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (gz) {
+        gzFile f = gzopen(path, "wb");
+        cr_assert_not_null(f);
+        cr_assert_eq(gzwrite(f, text, (unsigned)strlen(text)), (int)strlen(text));
+        cr_assert_eq(gzclose(f), Z_OK);
+    } else {
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        fputs(text, f);
+        fclose(f);
+    }
+    return path;
+}
+
+/* Loads text expecting failure; returns the message. */
+static const char *load_error(const char *text)
+{
+    static char err[512];
+    trace_t t;
+    const char *p = write_trace("bad.txt.gz", text, 1);
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), -1, "accepted: %s", text);
+    cr_assert_null(t.events);
+    trace_free(&t);
+    return err;
+}
+
+Test(trace, parses_events_slots_and_peak)
+{
+    const char *p = write_trace("ok.txt.gz",
+                                "# {\"workload\": \"test\"}\n"
+                                "a 10 1000 0 5\n"
+                                "a 11 3000 0 6\n"
+                                "\n"
+                                "f 10 7\n"
+                                "a 12 500 7 8\n"
+                                "f 11 9\n"
+                                "a 13 200 0 10\r\n",
+                                1);
+    trace_t t;
+    char err[256];
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), 0, "%s", err);
+    cr_assert_str_eq(t.name, "ok.txt.gz");
+    cr_assert_eq(t.nevents, 6);
+    cr_assert_eq(t.nallocs, 4);
+    cr_assert_eq(t.nfrees, 2);
+    cr_assert_eq(t.peak_live, 4000);
+    cr_assert_eq(t.max_size, 3000);
+    cr_assert_eq(t.live_at_end, 2);
+    /* Slots are reused once freed: never more than two blocks live. */
+    cr_assert_eq(t.nslots, 2);
+    cr_assert_eq(t.events[2].is_free, 1);
+    cr_assert_eq(t.events[2].slot, t.events[0].slot);
+    cr_assert_eq(t.events[3].slot, t.events[0].slot, "slot of a freed block reused");
+    cr_assert_eq(t.stream[3], 7);
+    cr_assert_eq(t.t_us[5], 10);
+    trace_free(&t);
+}
+
+Test(trace, plain_text_and_last_line_without_newline)
+{
+    const char *p = write_trace("plain.txt", "a 1 256 0 1\nf 1 2", 0);
+    trace_t t;
+    char err[256];
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.nevents, 2);
+    trace_free(&t);
+}
+
+Test(trace, malformed_lines_name_the_line)
+{
+    cr_assert(strstr(load_error("a 1 100 0 1\na 2 x 0 2\n"), "bad.txt.gz:2:"));
+    cr_assert(strstr(load_error("a 1 100 0\n"), ":1: malformed allocation"));
+    cr_assert(strstr(load_error("a 1 100 0 1 9\n"), ":1: malformed allocation"));
+    cr_assert(strstr(load_error("f 1\n"), ":1: malformed free"));
+    cr_assert(strstr(load_error("a 1 -5 0 1\n"), ":1:"));
+    cr_assert(strstr(load_error("a 1 0 0 1\n"), "bad size 0"));
+    cr_assert(strstr(load_error("a 1 99999999999999999999999 0 1\n"), ":1:"));
+    cr_assert(strstr(load_error("x 1 2 3 4\n"), "unknown event"));
+    cr_assert(strstr(load_error("a 1 100 0 1\n\x01\x02\n"), ":2: unknown event '?" "?'"));
+    cr_assert(strstr(load_error("# only a comment\n"), "no events"));
+}
+
+Test(trace, unknown_and_duplicate_ids)
+{
+    cr_assert(strstr(load_error("a 1 100 0 1\nf 2 2\n"), ":2: free of unknown block 2"));
+    cr_assert(strstr(load_error("a 1 100 0 1\nf 1 2\nf 1 3\n"), ":3: free of unknown block 1"));
+    cr_assert(strstr(load_error("a 1 100 0 1\na 1 100 0 2\n"), ":2: allocation of block 1, which is already live"));
+}
+
+Test(trace, long_line)
+{
+    char buf[3000];
+    memset(buf, '9', sizeof buf);
+    memcpy(buf, "a 1 ", 4);
+    strcpy(buf + sizeof buf - 8, " 0 1\n");
+    cr_assert(strstr(load_error(buf), ":1: line longer than"));
+}
+
+Test(trace, truncated_and_not_gzip)
+{
+    /* A valid gzip stream cut in the middle. */
+    char text[20000];
+    size_t n = 0;
+    for (int i = 0; i < 800; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "a %d %d 0 %d\n", i, 256 + i, i);
+    const char *p = write_trace("cut.txt.gz", text, 1);
+    FILE *f = fopen(p, "rb");
+    char gz[20000];
+    size_t len = fread(gz, 1, sizeof gz, f);
+    fclose(f);
+    f = fopen(p, "wb");
+    fwrite(gz, 1, len / 2, f);
+    fclose(f);
+    trace_t t;
+    char err[512];
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "truncated or corrupt gzip data"), "%s", err);
+    cr_assert(strstr(err, "cut.txt.gz:"), "%s", err);
+    trace_free(&t);
+
+    p = write_trace("text.txt.gz", "a 1 256 0 1\n", 0);
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "not gzip data"), "%s", err);
+
+    snprintf(text, sizeof text, "%s/missing.txt.gz", dir);
+    cr_assert_eq(trace_load(text, &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "cannot open"), "%s", err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The replay loop with a counting allocator                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct counting {
+    int allocs, frees, live;
+    size_t fail_size; /* requests of this size fail */
+    char arena[64][256];
+    int used[64];
+} counting_t;
+
+static void *count_alloc(void *ctx, size_t size)
+{
+    counting_t *c = ctx;
+    if (size == c->fail_size)
+        return NULL;
+    for (int i = 0; i < 64; i++)
+        if (!c->used[i]) {
+            c->used[i] = 1;
+            c->allocs++;
+            c->live++;
+            return c->arena[i];
+        }
+    return NULL;
+}
+
+static void count_free(void *ctx, void *p)
+{
+    counting_t *c = ctx;
+    int i = (int)(((char(*)[256])p) - c->arena);
+    cr_assert(i >= 0 && i < 64 && c->used[i], "free of a block not handed out");
+    c->used[i] = 0;
+    c->frees++;
+    c->live--;
+}
+
+static size_t observed;
+static void observe(void *octx, size_t i)
+{
+    (void)octx;
+    cr_assert_eq(i, observed);
+    observed++;
+}
+
+Test(trace, replay_pass_frees_leftovers_and_counts_failures)
+{
+    const char *p = write_trace("r.txt.gz",
+                                "a 1 100 0 1\na 2 200 0 2\nf 1 3\na 3 300 0 4\na 4 777 0 5\n"
+                                "f 4 6\n",
+                                1);
+    trace_t t;
+    char err[256];
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), 0, "%s", err);
+    counting_t c = {.fail_size = 777};
+    replay_ops_t ops = {&c, count_alloc, count_free};
+    void **ptrs = calloc(t.nslots, sizeof *ptrs);
+    uint64_t failed = 99;
+    observed = 0;
+    double ns = replay_pass(&t, &ops, ptrs, &failed, observe, NULL);
+    cr_assert(ns >= 0);
+    cr_assert_eq(observed, t.nevents);
+    cr_assert_eq(failed, 1, "the 777-byte request failed");
+    cr_assert_eq(c.allocs, 3);
+    cr_assert_eq(c.live, 0, "blocks never freed are freed after the pass");
+    for (size_t i = 0; i < t.nslots; i++)
+        cr_assert_null(ptrs[i]);
+    replay_pass(&t, &ops, ptrs, &failed, NULL, NULL);
+    cr_assert_eq(c.allocs, 6);
+    cr_assert_eq(c.live, 0);
+    free(ptrs);
+    trace_free(&t);
+}
+
+Test(trace, median)
+{
+    double a[] = {5, 1, 4};
+    cr_assert_float_eq(replay_median(a, 3), 4.0, 1e-12);
+    double b[] = {8, 2, 4, 6};
+    cr_assert_float_eq(replay_median(b, 4), 5.0, 1e-12);
+}
+
+/* Through libvmem on the sim backend: every block comes back, the arena
+ * checks out after every event. */
+static void *vm_alloc(void *ctx, size_t size) { return vmem_alloc(ctx, size); }
+static void vm_free(void *ctx, void *p) { cr_assert_eq(vmem_free(ctx, p), VMEM_OK); }
+static void vm_check(void *octx, size_t i)
+{
+    cr_assert_eq(vmem_check(octx), VMEM_OK, "after event %zu", i);
+}
+
+Test(trace, replay_through_libvmem)
+{
+    char text[40000];
+    size_t n = 0;
+    unsigned seed = 7;
+    for (int i = 0; i < 600; i++) {
+        seed = seed * 1103515245u + 12345u;
+        n += (size_t)snprintf(text + n, sizeof text - n, "a %d %u 0 %d\n", i,
+                              1u + (seed >> 8) % (80u << 20), i);
+        if (i >= 20)
+            n += (size_t)snprintf(text + n, sizeof text - n, "f %d %d\n", i - 20, i);
+    }
+    const char *p = write_trace("v.txt.gz", text, 1);
+    trace_t t;
+    char err[256];
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), 0, "%s", err);
+    vmem_config_t cfg;
+    vmem_config_init(&cfg);
+    cfg.backend = VMEM_BACKEND_SIM;
+    cfg.sim_capacity = (size_t)8 << 30;
+    vmem_t *v;
+    cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+    replay_ops_t ops = {v, vm_alloc, vm_free};
+    void **ptrs = calloc(t.nslots, sizeof *ptrs);
+    uint64_t failed = 1;
+    replay_pass(&t, &ops, ptrs, &failed, vm_check, v);
+    cr_assert_eq(failed, 0);
+    vmem_stats_t s = {.size = sizeof s};
+    cr_assert_eq(vmem_get_stats(v, &s), VMEM_OK);
+    cr_assert_eq(s.device_in_use, 0);
+    cr_assert_geq(s.device_peak_held, t.peak_live);
+    cr_assert_eq(s.allocs, t.nallocs);
+    free(ptrs);
+    vmem_destroy(v);
+    trace_free(&t);
+}
