@@ -327,6 +327,19 @@ static size_t host_room(const vmem_t *v)
     return v->host.limit > used ? v->host.limit - used : 0;
 }
 
+/* How far the device arena gives memory back before retrying an allocation
+ * that failed: under the limit, just enough room for it (with vmm, free
+ * granules anywhere in the range; giving back all of them would only make
+ * the next allocations map them again); when the device itself refused,
+ * everything free. */
+static size_t release_target(const vmem_t *v, size_t size)
+{
+    size_t g = v->dev.granule, need = (bfc_round(size) + g - 1) / g * g;
+    if (v->dev.last_fail != BFC_FAIL_LIMIT || need == 0 || need > v->dev.limit)
+        return 0;
+    return v->dev.limit - need;
+}
+
 static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *st,
                           pending_event_t *pe)
 {
@@ -334,7 +347,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
         if (v->multi_stream && streams_settle(v))
             p = bfc_alloc(&v->dev, size, tag);
-        if (!p && !v->dev.pending && bfc_release(&v->dev, 0) > 0)
+        if (!p && !v->dev.pending && bfc_release(&v->dev, release_target(v, size)) > 0)
             p = bfc_alloc(&v->dev, size, tag);
     }
     if (p) {
