@@ -83,7 +83,8 @@ build_torch() {
         # shellcheck disable=SC2086
         c++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="$abi" -Ibench $inc -I"$CUDA_HOME/include" \
             bench/torch_replay.cc "$dir/trace.o" "$dir/replay.o" -o "$TORCH_BIN" \
-            $libs $rpath -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -lc10_cuda -Wl,--as-needed -lz -lm
+            $libs $rpath -Wl,--allow-shlib-undefined -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -lc10_cuda \
+            -Wl,--as-needed -lz -lm
 }
 TORCH_VERSION=?
 build_torch >"$OUT/build-torch.log" 2>&1 || note "torch-replay did not build (build-torch.log)"
