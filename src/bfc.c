@@ -1346,8 +1346,6 @@ static vmem_status_t arena_evict(bfc_arena_t *a, size_t host_room, bfc_moves_t *
         host_room -= before - budget;
     }
     free(v);
-    if (st == VMEM_OK && a->held > a->limit)
-        st = VMEM_ERR_NOMEM;
     return st;
 }
 
@@ -1437,10 +1435,12 @@ vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves
     }
     if (a->held > a->limit) {
         bfc_release(a, a->limit);
-        if (a->held > a->limit)
+        if (a->held > a->limit && host_room >= a->granule)
             st = arena_evict(a, host_room, &m);
         if (a->held <= a->limit)
             a->pending = 0;
+        else if (st == VMEM_OK)
+            st = VMEM_PENDING; /* no host room left: the shrink waits for frees */
     } else if (a->held_host) {
         size_t need = host_live_bytes(a);
         if (need)

@@ -217,15 +217,17 @@ typedef struct bfc_moves {
  * otherwise).  If the arena holds more device memory than the limit (a
  * pending shrink), it gives back free device granules and evicts live
  * granules to host memory (oldest allocations first, at most host_room
- * bytes) until held <= limit, which clears pending; otherwise it moves the
+ * bytes; none if host_room is under a granule: the shrink then waits for
+ * frees) until held <= limit, which clears pending; otherwise it moves the
  * host-backed granules that live blocks touch back to device memory as far
  * as the limit allows (giving back free device granules to make room;
  * everything at once in address order when it all fits, else oldest
  * allocations first).  Free host memory is given back once all of the
  * arena's host memory would fit under the limit, and kept for the next
  * step's spills otherwise.  Addresses and contents never change.  Returns
- * the first backend failure (what was moved before it stays moved), or
- * VMEM_OK.  *moves (if not NULL) gets what was done. */
+ * the first backend failure (what was moved before it stays moved), else
+ * VMEM_PENDING if the arena still holds more than the limit (no host room),
+ * else VMEM_OK.  *moves (if not NULL) gets what was done. */
 vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves);
 
 /* Gives back every free host-backed granule (host backing only); returns

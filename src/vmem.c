@@ -560,7 +560,7 @@ vmem_status_t vmem_step_end(vmem_t *v)
     if (v->dev.hostmap && v->multi_stream && (v->dev.pending || v->dev.held_host))
         streams_settle(v);
     bfc_moves_t moves;
-    vmem_status_t mst = bfc_rebalance(&v->dev, host_room(v), &moves);
+    vmem_status_t mst = bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, &moves);
     double dur = now - v->step_start;
     v->steps++;
     v->last_step_seconds = dur;
@@ -573,10 +573,10 @@ vmem_status_t vmem_step_end(vmem_t *v)
     v->step_dev_min = v->step_dev_max = v->stable_dev;
     v->step_host_min = v->step_host_max = v->stable_host;
     pthread_mutex_unlock(&v->lock);
-    if (moves.to_host || moves.to_device || mst != VMEM_OK)
-        vmem_log(v, mst == VMEM_OK ? VMEM_LOG_INFO : VMEM_LOG_WARN,
+    if (moves.to_host || moves.to_device || mst < 0)
+        vmem_log(v, mst >= 0 ? VMEM_LOG_INFO : VMEM_LOG_WARN,
                  "step end: %zu bytes moved to host, %zu back to device%s%s", moves.to_host,
-                 moves.to_device, mst == VMEM_OK ? "" : ": ", mst == VMEM_OK ? "" : vmem_strerror(mst));
+                 moves.to_device, mst >= 0 ? "" : ": ", mst >= 0 ? "" : vmem_strerror(mst));
     vmem_status_t st = VMEM_OK;
     if (v->stats_file)
         st = stats_write_file(v, v->stats_file);

@@ -177,7 +177,7 @@ Test(vmm_api, sim_keeps_the_separate_host_arena)
     vmem_destroy(v);
 }
 
-Test(vmm_api, host_fallback_off_means_no_spill)
+Test(vmm_api, host_fallback_off_means_no_spill_and_no_eviction)
 {
     vmem_t *v = open_sim(VMEM_BACKEND_SIM_VMM, 16 * MiB, GiB);
     cr_assert_eq(vmem_set_host_fallback(v, 0), VMEM_OK);
@@ -186,6 +186,14 @@ Test(vmm_api, host_fallback_off_means_no_spill)
     cr_assert_null(vmem_alloc(v, 4 * MiB));
     cr_assert_eq(stats(v).host_held, 0);
     CHECK(v);
-    vmem_free(v, d);
+    /* A shrink below the live bytes waits for frees, as with sim. */
+    cr_assert_eq(vmem_set_limit(v, 8 * MiB, NULL), VMEM_PENDING);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    vmem_stats_t s = stats(v);
+    cr_assert_eq(s.host_held, 0);
+    cr_assert_eq(s.pending_limit, 8 * MiB);
+    cr_assert_eq(vmem_free(v, d), VMEM_OK);
+    cr_assert_eq(stats(v).pending_limit, 0);
     vmem_destroy(v);
 }
