@@ -67,9 +67,10 @@ if [ ! -x "$BUILD/bench/vmem-replay" ] || [ ! -x "$BUILD/bench/cuda-replay" ]; t
     } >"$OUT/build-libvmem.log" 2>&1 || note "libvmem build failed (build-libvmem.log)"
 fi
 
-TORCH_BIN=$OUT/torch-build/torch-replay
+TORCH_BUILD=${TORCH_BUILD:-$REPO/build-compare/torch-build}   # not under $OUT: no binaries in the results
+TORCH_BIN=$TORCH_BUILD/torch-replay
 build_torch() {
-    local dir=$OUT/torch-build paths inc libs abi
+    local dir=$TORCH_BUILD paths inc libs abi
     mkdir -p "$dir"
     paths=$("$PYTHON" -c "import torch, torch.utils.cpp_extension as c; print(';'.join(c.include_paths())); print(';'.join(c.library_paths())); print(int(torch.compiled_with_cxx11_abi())); print(torch.__version__)") || return 1
     inc=$(sed -n 1p <<<"$paths" | tr ';' '\n' | sed 's/^/-I/' | tr '\n' ' ')
@@ -147,10 +148,15 @@ path, gpu, cmd, *notes = sys.argv[1:]
 json.dump({"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "gpu": gpu, "command": cmd, "notes": notes}, open(path, "w"), indent=1)
 EOF
-python3 bench/compare_table.py "$RESULTS" --meta "$OUT/meta.json" \
-    --markdown "$OUT/gpu-compare.md" --write docs/benchmarks.md >/dev/null ||
-    { echo "compare-gpu: no results to tabulate" >&2; status=1; }
-cp -f docs/benchmarks.md "$OUT/benchmarks.md" 2>/dev/null
+written=0
+if python3 bench/compare_table.py "$RESULTS" --meta "$OUT/meta.json" \
+    --markdown "$OUT/gpu-compare.md" --write docs/benchmarks.md >/dev/null; then
+    written=1
+    cp -f docs/benchmarks.md "$OUT/benchmarks.md"
+else
+    echo "compare-gpu: no results to tabulate" >&2
+    status=1
+fi
 
 echo
 echo "===== compare-gpu summary ($GPU)"
@@ -169,5 +175,9 @@ for r in sorted(rows, key=lambda r: (r["trace"], r["allocator"])):
     print(f"{r['trace']:24} {r['allocator']:18} {r['ns_per_op']:9.1f} {frag:>9} {r.get('failed_allocs', 0):6} {vs:>8}")
 EOF
 for n in "${NOTES[@]}"; do echo "note: $n"; done
-echo "results: $RESULTS; table: $OUT/gpu-compare.md; docs/benchmarks.md updated (copy: $OUT/benchmarks.md)"
+if [ "$written" = 1 ]; then
+    echo "results: $RESULTS; table: $OUT/gpu-compare.md; docs/benchmarks.md updated (copy: $OUT/benchmarks.md)"
+else
+    echo "results: $RESULTS (no table written)"
+fi
 exit $status
