@@ -13,7 +13,8 @@
 #   scripts/gpu-run.sh device [tests] [demo] [SCRIPT ...]
 #       runs the chosen steps (default: tests demo) with LD_LIBRARY_PATH pointing at
 #       the carried libraries, logs under $OUT, and prints a short summary last.
-#       A SCRIPT step is any executable path in the repo (e.g. bench/compare-gpu.sh);
+#       A SCRIPT step is any executable path in the repo (e.g. bench/compare-gpu.sh),
+#       given OUT=$OUT/<script>.out; everything is packed into $OUT/results.tgz;
 #       it runs with BUILD=build-gpu TRACES=.carry/traces VMEM_LIBRARY=<libvmem.so>,
 #       libvmem and the CUDA runtime on LD_LIBRARY_PATH, and VMEM_TEST_LD holding a
 #       path that adds the carried libraries (for C binaries linked with them).
@@ -91,7 +92,8 @@ device() {
         *)
             local name
             name=$(basename "$step")
-            if bash "$step" >"$OUT/$name.log" 2>&1; then
+            mkdir -p "$OUT/$name.out"
+            if OUT="$OUT/$name.out" bash "$step" >"$OUT/$name.log" 2>&1; then
                 summary+=("$step: ok")
             else
                 summary+=("$step: FAILED (exit $?)")
@@ -100,7 +102,10 @@ device() {
             ;;
         esac
     done
-    echo "===== summary"
+    # Only a few files come back from the machine: pack everything into one.
+    (cd "$OUT" && tar czf /tmp/vmem-gpu-results.tgz . && find . -mindepth 1 -delete &&
+        mv /tmp/vmem-gpu-results.tgz results.tgz)
+    echo "===== summary (all logs in \$OUT/results.tgz)"
     printf '%s\n' "${summary[@]}"
 }
 
