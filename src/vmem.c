@@ -404,9 +404,14 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
         return NULL;
     }
     vmem_status_t st;
-    pending_event_t pe = {0};
+    pending_event_t pe;
+    pe.fn = NULL; /* event_prepare fills the rest when there is an event */
     pthread_mutex_lock(&v->lock);
-    void *p = alloc_locked(v, size, stream_tag(v, stream), &st, &pe);
+    /* One stream so far and this is it (the common case): tag 0, no call. */
+    uintptr_t tag = !v->multi_stream && v->nstreams && v->streams[0] == stream
+                        ? 0
+                        : stream_tag(v, stream);
+    void *p = alloc_locked(v, size, tag, &st, &pe);
     pthread_mutex_unlock(&v->lock);
     tls_status = st;
     if (!p)
@@ -424,7 +429,9 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
     if (!ptr)
         return VMEM_OK;
     pthread_mutex_lock(&v->lock);
-    uintptr_t tag = stream_free_tag(v, stream);
+    uintptr_t tag = !v->multi_stream && v->nstreams && v->streams[0] == stream
+                        ? 0
+                        : stream_free_tag(v, stream);
     vmem_status_t st = bfc_free(&v->dev, ptr, tag, NULL);
     if (st == VMEM_ERR_FOREIGN_PTR)
         st = bfc_free(&v->host, ptr, tag, NULL);
