@@ -155,6 +155,9 @@ def render(cols, title, xkind):
     legend = [(COLOURS[k], f"{label}, peak {max(ys) / div:.2f} {unit}") for k, label, ys in series]
     if not show_limit and limit_max:
         legend.append(("#999", f"limit {limit_max / div:.1f} {unit} (off the chart)"))
+    width = 30 + 7 * max(len(t) for _, t in legend)
+    o.append(f'<rect x="{lx - 6}" y="{ly - 14}" width="{width}" height="{16 * len(legend) + 6}" '
+             f'fill="white" fill-opacity="0.85" stroke="#ccc"/>')
     for i, (colour, text) in enumerate(legend):
         yy = ly + i * 16
         o.append(f'<line x1="{lx}" y1="{yy - 4}" x2="{lx + 18}" y2="{yy - 4}" stroke="{colour}" '
