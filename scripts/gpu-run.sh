@@ -41,7 +41,7 @@ prepare() {
             [[ "$name" =~ $skip ]] && continue
             [[ "$path" == "$PWD"/* ]] && continue
             case "$name" in
-            libcudart*) cp -Lf "$path" build-gpu/carry-cuda/ ;;
+            libcudart*|libcjson*) cp -Lf "$path" build-gpu/carry-cuda/ ;;  # what libvmem.so itself needs
             *) cp -Lf "$path" build-gpu/carry-libs/ ;;
             esac
         done
