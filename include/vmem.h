@@ -157,7 +157,10 @@ VMEM_API vmem_status_t vmem_create(const vmem_config_t *cfg, vmem_t **out);
 
 /* Destroys an instance and returns all its memory to the backends.  Blocks
  * still live are released too (a warning is logged with their count).
- * v NULL is a no-op.  Must not race with other calls on the same instance. */
+ * v NULL is a no-op.  Must not race with other calls on the same instance,
+ * with one exception: it may be called while another thread waits in
+ * vmem_step_end (perf pacing or suspension), which then returns
+ * VMEM_ERR_BUSY without touching v again. */
 VMEM_API void vmem_destroy(vmem_t *v);
 
 /* Allocates size bytes (rounded up to 256) on the device, or, when the device
@@ -213,7 +216,13 @@ VMEM_API vmem_status_t vmem_trim(vmem_t *v, size_t *released);
 /* Called by the runtime after each step (mini-batch): applies control
  * changes received from outside, records the step's duration and its
  * min/max memory use, writes the statistics file if configured, and paces
- * the job if a performance share is set. */
+ * the job if a performance share is set (perf 0 blocks here until the share
+ * changes).  With vmm and sim-vmm it is also the point where data moves
+ * between host and device memory at unchanged addresses: no kernel or thread
+ * may touch blocks of this instance while it runs (after the step's work has
+ * completed, as at a mini-batch boundary).  Returns VMEM_OK, VMEM_ERR_IO if
+ * the statistics file could not be written, or VMEM_ERR_BUSY if
+ * vmem_destroy ended a suspension (v is then gone). */
 VMEM_API vmem_status_t vmem_step_end(vmem_t *v);
 
 /* ------------------------------------------------------------------------ */
@@ -247,7 +256,7 @@ typedef struct vmem_stats {
     uint32_t version;           /* filled in: VMEM_STATS_VERSION */
     const char *backend;        /* "sim", "sim-vmm", "cuda", "vmm" */
     size_t limit;               /* device limit in force */
-    size_t pending_limit;       /* target of a pending shrink, 0 if none */
+    size_t pending_limit;       /* target of a pending shrink (see shrink_pending) */
     size_t start_cap;           /* ceiling for raises */
     size_t device_held;         /* bytes held from the device backend */
     size_t device_in_use;       /* bytes in live device blocks (rounded) */
@@ -276,6 +285,8 @@ typedef struct vmem_stats {
     size_t step_host_max;
     int host_fallback;          /* fallback enabled */
     int perf;                   /* performance share in percent (100: no pacing) */
+    int shrink_pending;         /* 1 while a shrink waits for frees (pending_limit
+                                   is then its target, which may be 0) */
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

@@ -178,9 +178,11 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag);
  * the block's rounded size. */
 vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size);
 
-/* For a pointer that bfc_free rejected: VMEM_ERR_DOUBLE_FREE if it is the
- * start of a free chunk of this arena, VMEM_ERR_FOREIGN_PTR otherwise
- * (including pointers inside live blocks). */
+/* For a pointer that bfc_free rejected: VMEM_ERR_DOUBLE_FREE if it is a
+ * 256-byte-aligned address inside a free chunk of this arena (a freed block
+ * merges with its free neighbours, so its start may now lie inside a larger
+ * free chunk), VMEM_ERR_FOREIGN_PTR otherwise (outside every region, or
+ * inside a live block). */
 vmem_status_t bfc_classify(const bfc_arena_t *a, const void *p);
 
 /* 1 if p lies inside one of the arena's regions. */

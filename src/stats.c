@@ -21,6 +21,7 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.backend = v->dev_backend->name;
     s.limit = v->dev.limit;
     s.pending_limit = v->dev.pending ? v->dev.limit : 0;
+    s.shrink_pending = v->dev.pending != 0;
     s.start_cap = v->start_cap;
     s.device_held = v->dev.held;
     /* vmm, sim-vmm: blocks and memory spilled in place count as host. */
@@ -98,8 +99,8 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"hostMemPoolSize\":%zu,\"hostMemStable\":%zu", s.host_held, stable_host);
     jprintf(&j, ",\"swapReason\":\"%s\",\"miniBatchDuration\":%llu", reason,
             (unsigned long long)(s.last_step_seconds * 1e6 + 0.5));
-    jprintf(&j, ",\"limit\":%zu,\"pendingLimit\":%zu,\"startCap\":%zu", s.limit, s.pending_limit,
-            s.start_cap);
+    jprintf(&j, ",\"limit\":%zu,\"pendingLimit\":%zu,\"shrinkPending\":%s,\"startCap\":%zu",
+            s.limit, s.pending_limit, s.shrink_pending ? "true" : "false", s.start_cap);
     jprintf(&j, ",\"deviceHeld\":%zu,\"deviceInUse\":%zu,\"deviceRequested\":%zu", s.device_held,
             s.device_in_use, s.device_requested);
     jprintf(&j, ",\"devicePeakHeld\":%zu,\"devicePeakInUse\":%zu,\"deviceRegions\":%zu",
