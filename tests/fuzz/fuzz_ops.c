@@ -29,7 +29,8 @@
  * fresh allocation must succeed on the device.  Any violation aborts().
  *
  * FUZZ_TRACE=1 in the environment prints every operation (for reproducing),
- * FUZZ_TRACE=2 also both arenas after each one.
+ * FUZZ_TRACE=2 also both arenas after each one.  FUZZ_BACKEND=sim|sim-vmm
+ * pins the backend that the first byte would choose.
  */
 #include <limits.h>
 #include <math.h>
@@ -303,11 +304,10 @@ static vmem_stats_t stats_get(const shadow_t *s)
     return st;
 }
 
-/* A shrink is pending.  pending_limit is its target, so a pending shrink
- * to 0 reads as "none" there: the only way to tell is held > limit 0. */
+/* A shrink is pending (pending_limit alone cannot say so for a target of 0). */
 static int stats_pending(const vmem_stats_t *st)
 {
-    return st->pending_limit != 0 || (st->limit == 0 && st->device_held > 0);
+    return st->shrink_pending != 0;
 }
 
 /* No empty region (and, for splittable backends, no free whole granule) is
@@ -1070,6 +1070,13 @@ static void shadow_open(shadow_t *s, uint8_t c)
     vmem_config_t cfg;
     vmem_config_init(&cfg);
     s->vmm = c & 1;
+    /* FUZZ_BACKEND=sim or sim-vmm pins the backend (valgrind cannot reserve
+     * sim-vmm's range: scripts/sanitize.sh valgrind uses sim). */
+    const char *pin = getenv("FUZZ_BACKEND");
+    if (pin && !strcmp(pin, "sim"))
+        s->vmm = 0;
+    else if (pin && !strcmp(pin, "sim-vmm"))
+        s->vmm = 1;
     cfg.backend = s->vmm ? VMEM_BACKEND_SIM_VMM : VMEM_BACKEND_SIM;
     cfg.sim_capacity = caps[(c >> 1) & 3];
     switch ((c >> 3) & 3) {
