@@ -115,3 +115,26 @@ Test(regress, settle_continues_pending_shrink)
     assert_nothing_held(v);
     vmem_destroy(v);
 }
+
+/* Bug 4 (sim-vmm, found by the long fuzz run, seed 1001): free host memory
+ * kept in place for later spills still held address space of the reserved
+ * range, so after a 67 GiB spill was freed an empty 1 GiB device could not
+ * serve 900 MiB with the fallback off (VMEM_ERR_NOMEM) although the device
+ * was empty and the request within its limit. */
+Test(regress, free_host_memory_does_not_block_device_allocations)
+{
+    vmem_t *v = sim_open(VMEM_BACKEND_SIM_VMM, GiB, 0, 0);
+    cr_assert_eq(vmem_set_host_limit(v, SIZE_MAX), VMEM_OK);
+    void *h = vmem_alloc(v, 69000 * MiB); /* more than the range's host room */
+    cr_assert_not_null(h);
+    cr_assert_eq(location_of(v, h), VMEM_LOC_HOST);
+    cr_assert_eq(vmem_free(v, h), VMEM_OK);
+    cr_assert_eq(vmem_set_host_fallback(v, 0), VMEM_OK);
+    void *d = vmem_alloc(v, 900 * MiB);
+    cr_assert_not_null(d, "empty device refused 900 MiB: %s", vmem_strerror(vmem_last_status()));
+    cr_assert_eq(location_of(v, d), VMEM_LOC_DEVICE);
+    cr_assert_eq(vmem_check(v), VMEM_OK);
+    cr_assert_eq(vmem_free(v, d), VMEM_OK);
+    assert_nothing_held(v);
+    vmem_destroy(v);
+}
