@@ -90,11 +90,20 @@ struct backend {
     backend_faults_t faults;
     uint64_t requests;   /* region_alloc calls */
     uint64_t failures;   /* region_alloc calls that failed (injected or real) */
+    /* Optional (NULL unless the backend sets it): brackets a series of
+     * region_free calls with no allocation in between (begin 1, end 0), so a
+     * backend that waits for the device before freeing waits once. */
+    void (*release_batch)(backend_t *b, int begin);
 };
 
 /* Requests a region, applying fault injection first. */
 vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void **base);
 void backend_region_free(backend_t *b, void *base, size_t size);
+static inline void backend_release_batch(backend_t *b, int begin)
+{
+    if (b->release_batch)
+        b->release_batch(b, begin);
+}
 /* BACKEND_F_HOST_BACKING backends (see backend_ops_t); fault injection
  * applies to region_alloc_host too. */
 vmem_status_t backend_region_alloc_host(backend_t *b, size_t size, void *hint, void **base);

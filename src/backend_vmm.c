@@ -26,6 +26,7 @@
 
 #ifdef VMEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,16 +35,23 @@
 #define VMM_GRANULE_MIN ((size_t)2 << 20)
 #define VMM_RANGE_FACTOR 4                 /* reserved range: 4x the device memory ... */
 #define VMM_RANGE_HOST ((size_t)256 << 30) /* ... plus room for host memory in place */
-#define VMM_STAGE_BATCH ((size_t)64 << 20) /* bytes per step of a move (two in flight) */
+#define VMM_BIG ((size_t)64 << 20)         /* a big handle; also bytes per step of a move */
+#define VMM_STAGES 4                       /* steps of a move in flight */
 
-enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2 };
+/* VMM_ZOMBIE: given back to the engine but still mapped, because a big
+ * mapping could not be split (no memory for the copy); freed with the rest
+ * of its mapping. */
+enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3 };
 
 /*
  * Invariants: state[i] says what backs granule i of [va, va + va_size)
  * (VMM_NONE: nothing mapped there); in_use == granule * count(VMM_DEVICE),
- * host_in_use == granule * count(VMM_HOST); no handle is held by the
- * backend outside a call (mappings keep the memory).  The staging range
- * [stage, stage + 2 * batch) is unmapped outside region_move.
+ * host_in_use == granule * count(VMM_HOST), zombie == granule *
+ * count(VMM_ZOMBIE); big[i] is 1 iff granule i lies in a big mapping, which
+ * then covers [i - i % bign, + bign) (device memory only); no handle is held
+ * by the backend outside a call (mappings keep the memory).  The staging
+ * range and the scratch range are unmapped outside a call (the scratch
+ * range: outside a release batch).
  */
 typedef struct vmm_backend {
     backend_t base;
@@ -53,16 +61,21 @@ typedef struct vmm_backend {
     CUcontext ctx;
     CUdeviceptr va;
     size_t va_size, ngranules, granule;
-    uint8_t *state;
-    size_t in_use, host_in_use;
+    uint8_t *state, *big;
+    size_t bign;                  /* granules per big handle; 0: big handles off */
+    size_t in_use, host_in_use, zombie;
     CUmemAllocationProp prop[3];  /* indexed by VMM_DEVICE, VMM_HOST */
     CUmemAccessDesc access;
     int unmap_runs;               /* 1: cuMemUnmap takes a run of several mappings */
-    CUdeviceptr stage;
+    CUdeviceptr stage;            /* VMM_STAGES * batch: new memory of moves */
+    CUdeviceptr scratch;          /* bign granules: live data of a split */
+    int scratch_mapped;
+    int batch_depth, batch_synced;
     size_t batch;
     CUstream stream;
-    CUevent done[2];
-    CUmemGenericAllocationHandle *handles; /* batch / granule * 2, scratch for moves */
+    CUevent done[VMM_STAGES];
+    CUmemGenericAllocationHandle *handles; /* VMM_STAGES * batch / granule, scratch for moves */
+    backend_vmm_counters_t n;
 } vmm_backend_t;
 
 static vmem_status_t status_of(CUresult r)
@@ -90,36 +103,90 @@ static size_t granule_index(const vmm_backend_t *m, CUdeviceptr p)
     return (size_t)(p - m->va) / m->granule;
 }
 
-/* Unmaps [p, p + n granules), each granule its own mapping. */
-static void run_unmap(vmm_backend_t *m, CUdeviceptr p, size_t n)
+/* Unmaps the mappings at p, n granules: each granule its own mapping, or
+ * (big 1) one mapping of all n. */
+static CUresult maps_unmap(vmm_backend_t *m, CUdeviceptr p, size_t n, int big)
 {
-    if (m->unmap_runs && m->cu->MemUnmap(p, n * m->granule) == CUDA_SUCCESS)
-        return;
-    for (size_t i = 0; i < n; i++)
-        m->cu->MemUnmap(p + (CUdeviceptr)(i * m->granule), m->granule);
+    if (big)
+        return m->cu->MemUnmap(p, n * m->granule);
+    if (m->unmap_runs && n > 1 && m->cu->MemUnmap(p, n * m->granule) == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    CUresult r = CUDA_SUCCESS;
+    for (size_t i = 0; i < n; i++) {
+        CUresult e = m->cu->MemUnmap(p + (CUdeviceptr)(i * m->granule), m->granule);
+        if (r == CUDA_SUCCESS)
+            r = e;
+    }
+    return r;
 }
 
-/* Creates n granules of physical memory of `kind` and maps them at p (one
- * handle each, released once mapped), then grants the device access.  On
- * failure nothing stays mapped. */
-static CUresult run_create(vmm_backend_t *m, CUdeviceptr p, size_t n, int kind)
+/* Unmaps granules [first, first + n) of the range, which cover whole
+ * mappings (small or big), and clears their big marks. */
+static CUresult run_unmap(vmm_backend_t *m, size_t first, size_t n)
 {
     CUresult r = CUDA_SUCCESS;
-    size_t done = 0;
-    for (; done < n; done++) {
-        CUmemGenericAllocationHandle h;
-        r = m->cu->MemCreate(&h, m->granule, &m->prop[kind], 0);
+    if (m->unmap_runs && n > 1 && m->cu->MemUnmap(granule_addr(m, first), n * m->granule) ==
+                                      CUDA_SUCCESS) {
+        memset(m->big + first, 0, n);
+        return r;
+    }
+    for (size_t i = first; i < first + n;) {
+        size_t k = m->big[i] ? m->bign : 1;
+        CUresult e = m->cu->MemUnmap(granule_addr(m, i), k * m->granule);
+        if (r == CUDA_SUCCESS)
+            r = e;
+        memset(m->big + i, 0, k);
+        i += k;
+    }
+    return r;
+}
+
+/* Creates one handle of n granules of `kind` and maps it at p; the handle
+ * is released once mapped (the mapping keeps the memory). */
+static CUresult map_new(vmm_backend_t *m, CUdeviceptr p, size_t n, int kind)
+{
+    CUmemGenericAllocationHandle h;
+    CUresult r = m->cu->MemCreate(&h, n * m->granule, &m->prop[kind], 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = m->cu->MemMap(p, n * m->granule, 0, h, 0);
+    m->cu->MemRelease(h);
+    return r;
+}
+
+/* Whether granules [i, i + bign) may be one big handle of `kind`. */
+static int big_fits(const vmm_backend_t *m, size_t i, size_t end, int kind)
+{
+    return kind == VMM_DEVICE && m->bign && i % m->bign == 0 && i + m->bign <= end;
+}
+
+/* Creates physical memory of `kind` for granules [first, first + n) and
+ * maps it there: a big handle for every aligned bign granules inside (one
+ * handle per granule where that fails, and elsewhere), then grants the
+ * device access.  On failure nothing stays mapped. */
+static CUresult run_create(vmm_backend_t *m, size_t first, size_t n, int kind)
+{
+    CUresult r = CUDA_SUCCESS;
+    size_t i = first, end = first + n;
+    while (i < end) {
+        if (big_fits(m, i, end, kind)) {
+            if (map_new(m, granule_addr(m, i), m->bign, kind) == CUDA_SUCCESS) {
+                memset(m->big + i, 1, m->bign);
+                m->n.big_maps++;
+                i += m->bign;
+                continue;
+            }
+            m->n.big_fallbacks++;
+        }
+        r = map_new(m, granule_addr(m, i), 1, kind);
         if (r != CUDA_SUCCESS)
             break;
-        r = m->cu->MemMap(p + (CUdeviceptr)(done * m->granule), m->granule, 0, h, 0);
-        m->cu->MemRelease(h);
-        if (r != CUDA_SUCCESS)
-            break;
+        i++;
     }
     if (r == CUDA_SUCCESS)
-        r = m->cu->MemSetAccess(p, n * m->granule, &m->access, 1);
-    if (r != CUDA_SUCCESS && done)
-        run_unmap(m, p, done);
+        r = m->cu->MemSetAccess(granule_addr(m, first), n * m->granule, &m->access, 1);
+    if (r != CUDA_SUCCESS && i > first)
+        run_unmap(m, first, i - first);
     return r;
 }
 
@@ -156,7 +223,7 @@ static vmem_status_t region_alloc_kind(backend_t *b, size_t size, void *hint, vo
         return VMEM_ERR_NOMEM;
     if (!ctx_enter(m))
         return VMEM_ERR_BACKEND;
-    CUresult r = run_create(m, granule_addr(m, first), n, kind);
+    CUresult r = run_create(m, first, n, kind);
     ctx_leave(m);
     if (r != CUDA_SUCCESS)
         return status_of(r);
@@ -179,42 +246,273 @@ static vmem_status_t vmm_region_alloc_host(backend_t *b, size_t size, void *hint
     return region_alloc_kind(b, size, hint, base, VMM_HOST);
 }
 
+/* The device must be at rest before memory is unmapped or live data copied:
+ * once per release batch, else every time. */
+static CUresult device_quiet(vmm_backend_t *m)
+{
+    if (m->batch_depth && m->batch_synced)
+        return CUDA_SUCCESS;
+    CUresult r = m->cu->CtxSynchronize();
+    m->n.syncs++;
+    if (m->batch_depth && r == CUDA_SUCCESS)
+        m->batch_synced = 1;
+    return r;
+}
+
+static void scratch_drop(vmm_backend_t *m)
+{
+    if (m->scratch_mapped)
+        m->cu->MemUnmap(m->scratch, m->bign * m->granule);
+    m->scratch_mapped = 0;
+}
+
+static int scratch_get(vmm_backend_t *m)
+{
+    if (m->scratch_mapped)
+        return 1;
+    if (!m->scratch || map_new(m, m->scratch, m->bign, VMM_DEVICE) != CUDA_SUCCESS)
+        return 0;
+    if (m->cu->MemSetAccess(m->scratch, m->bign * m->granule, &m->access, 1) != CUDA_SUCCESS) {
+        m->cu->MemUnmap(m->scratch, m->bign * m->granule);
+        return 0;
+    }
+    m->scratch_mapped = 1;
+    return 1;
+}
+
+/* Copies the kept granules (keep[k] 1) of the big mapping at b to or from
+ * the scratch range, in runs; waits for the copies. */
+static CUresult scratch_copy(vmm_backend_t *m, size_t b, const uint8_t *keep, int to_scratch)
+{
+    CUresult r = CUDA_SUCCESS;
+    for (size_t k = 0; k < m->bign && r == CUDA_SUCCESS;) {
+        if (!keep[k]) {
+            k++;
+            continue;
+        }
+        size_t j = k;
+        while (j < m->bign && keep[j])
+            j++;
+        CUdeviceptr at = granule_addr(m, b + k), s = m->scratch + (CUdeviceptr)(k * m->granule);
+        r = m->cu->MemcpyAsync(to_scratch ? s : at, to_scratch ? at : s, (j - k) * m->granule,
+                               m->stream);
+        k = j;
+    }
+    CUresult w = m->cu->StreamSynchronize(m->stream);
+    return r != CUDA_SUCCESS ? r : w;
+}
+
+/*
+ * Splits the big mapping at granule b (b % bign == 0): the granules of it
+ * in [lo, hi), and those already given back (VMM_ZOMBIE), are freed; the
+ * others keep their data in new handles of one granule each, at the same
+ * addresses.  The live data is copied to the scratch range, the big mapping
+ * unmapped (which frees it), the small handles created and mapped in its
+ * place, and the data copied back: device-to-device copies, one handle per
+ * kept granule.  Returns 1 on success.  On failure (no memory for the
+ * scratch or the small handles) the big mapping stays (or is recreated,
+ * the data copied back) and [lo, hi) becomes VMM_ZOMBIE: freed with the rest
+ * of the mapping later.  The device must be quiet.
+ */
+static int big_split(vmm_backend_t *m, size_t b, size_t lo, size_t hi)
+{
+    uint8_t keep[256]; /* bign <= 256 (checked at creation) */
+    size_t nkeep = 0;
+    for (size_t k = 0; k < m->bign; k++) {
+        size_t i = b + k;
+        keep[k] = !(i >= lo && i < hi) && m->state[i] != VMM_ZOMBIE;
+        nkeep += keep[k];
+    }
+    CUdeviceptr at = granule_addr(m, b);
+    size_t bytes = m->bign * m->granule;
+    if (nkeep == 0) { /* nothing left alive: the whole mapping goes */
+        if (m->cu->MemUnmap(at, bytes) != CUDA_SUCCESS)
+            goto zombie;
+        for (size_t k = 0; k < m->bign; k++)
+            if (m->state[b + k] == VMM_ZOMBIE)
+                m->zombie -= m->granule;
+        memset(m->state + b, VMM_NONE, m->bign);
+        memset(m->big + b, 0, m->bign);
+        return 1;
+    }
+    if (!scratch_get(m) || scratch_copy(m, b, keep, 1) != CUDA_SUCCESS)
+        goto zombie;
+    if (m->cu->MemUnmap(at, bytes) != CUDA_SUCCESS)
+        goto zombie;
+    /* From here the range [at, at + bytes) is unmapped; the data is in the
+     * scratch range. */
+    size_t k = 0; /* kept granules below k are mapped */
+    CUresult r = CUDA_SUCCESS;
+    for (; k < m->bign; k++)
+        if (keep[k] && (r = map_new(m, at + (CUdeviceptr)(k * m->granule), 1, VMM_DEVICE)) !=
+                           CUDA_SUCCESS)
+            break;
+    for (size_t s = 0; s < m->bign && r == CUDA_SUCCESS;) {
+        if (!keep[s]) {
+            s++;
+            continue;
+        }
+        size_t e = s;
+        while (e < m->bign && keep[e])
+            e++;
+        r = m->cu->MemSetAccess(at + (CUdeviceptr)(s * m->granule), (e - s) * m->granule,
+                                &m->access, 1);
+        s = e;
+    }
+    if (r == CUDA_SUCCESS)
+        r = scratch_copy(m, b, keep, 0);
+    if (r == CUDA_SUCCESS) {
+        for (size_t j = 0; j < m->bign; j++) {
+            if (keep[j])
+                continue;
+            if (m->state[b + j] == VMM_ZOMBIE)
+                m->zombie -= m->granule;
+            m->state[b + j] = VMM_NONE;
+        }
+        memset(m->big + b, 0, m->bign);
+        m->n.splits++;
+        return 1;
+    }
+    /* Undo: the small handles go, one big handle comes back with the data. */
+    m->n.split_failures++;
+    for (size_t j = 0; j < m->bign; j++)
+        if (keep[j] && j < k)
+            m->cu->MemUnmap(at + (CUdeviceptr)(j * m->granule), m->granule);
+    if (map_new(m, at, m->bign, VMM_DEVICE) != CUDA_SUCCESS ||
+        m->cu->MemSetAccess(at, bytes, &m->access, 1) != CUDA_SUCCESS ||
+        scratch_copy(m, b, keep, 0) != CUDA_SUCCESS) {
+        /* Lost: nothing is mapped there any more.  Never seen; reported. */
+        fprintf(stderr, "libvmem: vmm: split of a 64 MiB mapping failed and could not be "
+                        "undone: %zu granules at %#llx lost\n", nkeep, (unsigned long long)at);
+        m->n.lost += nkeep;
+        for (size_t j = 0; j < m->bign; j++) {
+            if (m->state[b + j] == VMM_ZOMBIE)
+                m->zombie -= m->granule;
+            else if (keep[j] && m->state[b + j] == VMM_DEVICE)
+                m->in_use -= m->granule;
+            m->state[b + j] = VMM_NONE;
+        }
+        memset(m->big + b, 0, m->bign);
+        return 0;
+    }
+zombie:
+    m->n.split_failures++;
+    for (size_t j = 0; j < m->bign; j++)
+        if (!keep[j] && m->state[b + j] != VMM_ZOMBIE) {
+            m->state[b + j] = VMM_ZOMBIE;
+            m->zombie += m->granule;
+        }
+    return 0;
+}
+
+/* Splits the big mappings that [first, end) cuts (those reaching out of
+ * it), freeing their part inside when `free_inside`, else converting them
+ * whole to small handles. */
+static void edges_split(vmm_backend_t *m, size_t first, size_t end, int free_inside)
+{
+    if (!m->bign)
+        return;
+    size_t edge[2] = {first, end - 1};
+    for (int e = 0; e < 2; e++) {
+        size_t i = edge[e];
+        if (!m->big[i])
+            continue;
+        size_t b = i - i % m->bign;
+        if ((b >= first && b + m->bign <= end) || (e == 1 && b <= first))
+            continue; /* wholly inside, or the mapping the first edge tried */
+        if (free_inside)
+            big_split(m, b, first > b ? first : b, end < b + m->bign ? end : b + m->bign);
+        else
+            big_split(m, b, b, b);
+    }
+}
+
 static void vmm_region_free(backend_t *b, void *base, size_t size)
 {
     vmm_backend_t *m = (vmm_backend_t *)b;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)base;
-    size_t first = granule_index(m, p), n = size / m->granule;
+    size_t first = granule_index(m, p), n = size / m->granule, end = first + n;
     if (!ctx_enter(m))
         return;
     /* Unlike cudaFree, unmapping does not wait for the work that may still
      * use the memory (freed blocks may have kernels queued on them). */
-    m->cu->CtxSynchronize();
-    run_unmap(m, p, n);
-    ctx_leave(m);
-    for (size_t i = first; i < first + n; i++) {
+    device_quiet(m);
+    for (size_t i = first; i < end; i++) {
         if (m->state[i] == VMM_DEVICE)
             m->in_use -= m->granule;
         else if (m->state[i] == VMM_HOST)
             m->host_in_use -= m->granule;
     }
-    memset(m->state + first, VMM_NONE, n);
+    /* Big mappings reaching out of the range are split (their granules in
+     * the range become VMM_NONE, or VMM_ZOMBIE); the rest is whole
+     * mappings. */
+    edges_split(m, first, end, 1);
+    for (size_t i = first; i < end;) {
+        if (m->state[i] == VMM_NONE || m->state[i] == VMM_ZOMBIE) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < end && m->state[j] != VMM_NONE && m->state[j] != VMM_ZOMBIE)
+            j++;
+        run_unmap(m, i, j - i);
+        memset(m->state + i, VMM_NONE, j - i);
+        i = j;
+    }
+    if (!m->batch_depth)
+        scratch_drop(m);
+    ctx_leave(m);
+}
+
+static void vmm_release_batch(backend_t *b, int begin)
+{
+    vmm_backend_t *m = (vmm_backend_t *)b;
+    if (begin) {
+        if (m->batch_depth++ == 0)
+            m->batch_synced = 0;
+        return;
+    }
+    if (m->batch_depth > 0 && --m->batch_depth == 0 && m->scratch_mapped && ctx_enter(m)) {
+        scratch_drop(m);
+        ctx_leave(m);
+    }
 }
 
 /* One step of a move: n granules at src, new memory mapped at the staging
- * half dst, its handles in h. */
+ * slot dst (one big handle when big, else one per granule), its handles in
+ * h (small only). */
 typedef struct move_step {
     CUdeviceptr src, dst;
     size_t n;
+    int big;
     CUmemGenericAllocationHandle *h;
     CUevent done;
 } move_step_t;
 
-/* Creates the new memory of a step and maps it at the staging half. */
+/* Creates the new memory of a step and maps it at the staging slot. */
 static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
 {
     size_t k = 0;
     CUresult r = CUDA_SUCCESS;
-    for (; k < s->n; k++) {
+    s->big = big_fits(m, granule_index(m, s->src), granule_index(m, s->src) + s->n, kind) &&
+             s->n == m->bign;
+    if (s->big) {
+        r = m->cu->MemCreate(&s->h[0], s->n * m->granule, &m->prop[kind], 0);
+        if (r == CUDA_SUCCESS) {
+            r = m->cu->MemMap(s->dst, s->n * m->granule, 0, s->h[0], 0);
+            if (r != CUDA_SUCCESS)
+                m->cu->MemRelease(s->h[0]);
+        }
+        if (r == CUDA_SUCCESS) {
+            k = 1;
+            m->n.big_maps++;
+        } else {
+            m->n.big_fallbacks++;
+            s->big = 0;
+            r = CUDA_SUCCESS;
+        }
+    }
+    for (; !s->big && k < s->n; k++) {
         r = m->cu->MemCreate(&s->h[k], m->granule, &m->prop[kind], 0);
         if (r != CUDA_SUCCESS)
             break;
@@ -227,28 +525,35 @@ static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
     if (r == CUDA_SUCCESS)
         r = m->cu->MemSetAccess(s->dst, s->n * m->granule, &m->access, 1);
     if (r != CUDA_SUCCESS) {
-        run_unmap(m, s->dst, k);
+        maps_unmap(m, s->dst, s->big ? s->n : k, s->big);
         for (size_t i = 0; i < k; i++)
             m->cu->MemRelease(s->h[i]);
     }
     return r;
 }
 
+static size_t step_handles(const move_step_t *s) { return s->big ? 1 : s->n; }
+
 /* After the copy: the new memory replaces the old at src (the old memory is
- * freed by its unmap), the staging half is unmapped, the handles dropped.
+ * freed by its unmap), the staging slot is unmapped, the handles dropped.
  * A failure here leaves src unmapped: the caller reports it. */
 static CUresult step_finish(vmm_backend_t *m, move_step_t *s)
 {
     CUresult r = m->cu->EventSynchronize(s->done);
+    size_t i0 = granule_index(m, s->src);
     if (r == CUDA_SUCCESS) {
-        run_unmap(m, s->src, s->n);
-        for (size_t k = 0; k < s->n && r == CUDA_SUCCESS; k++)
+        run_unmap(m, i0, s->n);
+        if (s->big)
+            r = m->cu->MemMap(s->src, s->n * m->granule, 0, s->h[0], 0);
+        for (size_t k = 0; !s->big && k < s->n && r == CUDA_SUCCESS; k++)
             r = m->cu->MemMap(s->src + (CUdeviceptr)(k * m->granule), m->granule, 0, s->h[k], 0);
         if (r == CUDA_SUCCESS)
             r = m->cu->MemSetAccess(s->src, s->n * m->granule, &m->access, 1);
+        if (r == CUDA_SUCCESS && s->big)
+            memset(m->big + i0, 1, s->n);
     }
-    run_unmap(m, s->dst, s->n);
-    for (size_t k = 0; k < s->n; k++)
+    maps_unmap(m, s->dst, s->n, s->big);
+    for (size_t k = 0; k < step_handles(s); k++)
         m->cu->MemRelease(s->h[k]);
     return r;
 }
@@ -256,20 +561,22 @@ static CUresult step_finish(vmm_backend_t *m, move_step_t *s)
 static void step_abandon(vmm_backend_t *m, move_step_t *s)
 {
     m->cu->EventSynchronize(s->done);
-    run_unmap(m, s->dst, s->n);
-    for (size_t k = 0; k < s->n; k++)
+    maps_unmap(m, s->dst, s->n, s->big);
+    for (size_t k = 0; k < step_handles(s); k++)
         m->cu->MemRelease(s->h[k]);
 }
 
 /*
- * Moves in steps of `batch` bytes, two in flight: while the copy of step k
- * runs on the backend's stream, the memory of step k + 1 is created and
- * mapped, then step k is remapped.  Old and new memory are both mapped
- * during a copy (the new at the staging range), so each copy is one
- * cuMemcpyAsync at full bus speed.  Steps finish in order, so what moved
- * is always a prefix.  If a remap fails after the old memory was unmapped
- * (the driver refusing to map a handle it just mapped elsewhere), those
- * granules are lost: the call fails and bfc_check sees the range unmapped.
+ * Moves in steps of `batch` bytes aligned to big handles, VMM_STAGES in
+ * flight: while the copies run on the backend's stream, the memory of later
+ * steps is created and mapped, and finished steps remapped.  Old and new
+ * memory are both mapped during a copy (the new at a staging slot), so each
+ * copy is one cuMemcpyAsync at full bus speed; device memory comes as one
+ * big handle per aligned step.  Steps finish in order, so what moved is
+ * always a prefix.  Big mappings cut by the range are first converted to
+ * small handles.  If a remap fails after the old memory was unmapped (the
+ * driver refusing to map a handle it just mapped elsewhere), those granules
+ * are lost: the call fails and bfc_check sees the range unmapped.
  */
 static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int to_host,
                                      size_t *moved)
@@ -287,16 +594,28 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
     if (!ctx_enter(m))
         return VMEM_ERR_BACKEND;
     CUresult r = m->cu->CtxSynchronize(); /* the data must be at rest */
-    move_step_t step[2];
+    m->n.syncs++;
+    if (r == CUDA_SUCCESS && to_host) {
+        edges_split(m, first, first + n, 0);
+        for (size_t e = 0; e < 2 && m->bign; e++) {
+            size_t i = e ? first + n - 1 : first, b0 = i - i % m->bign;
+            if (m->big[i] && (b0 < first || b0 + m->bign > first + n))
+                r = CUDA_ERROR_OUT_OF_MEMORY; /* could not split: nothing moves */
+        }
+        if (!m->batch_depth)
+            scratch_drop(m);
+    }
+    move_step_t step[VMM_STAGES];
     size_t started = 0, finished = 0, pos = 0; /* steps, steps, granules */
     while (finished < started || (r == CUDA_SUCCESS && pos < n)) {
-        while (r == CUDA_SUCCESS && started - finished < 2 && pos < n) {
-            move_step_t *s = &step[started % 2];
+        while (r == CUDA_SUCCESS && started - finished < VMM_STAGES && pos < n) {
+            move_step_t *s = &step[started % VMM_STAGES];
+            size_t at = first + pos, len = per - at % per;
             s->src = p + (CUdeviceptr)(pos * m->granule);
-            s->dst = m->stage + (CUdeviceptr)((started % 2) * m->batch);
-            s->n = n - pos < per ? n - pos : per;
-            s->h = m->handles + (started % 2) * per;
-            s->done = m->done[started % 2];
+            s->dst = m->stage + (CUdeviceptr)((started % VMM_STAGES) * m->batch);
+            s->n = n - pos < len ? n - pos : len;
+            s->h = m->handles + (started % VMM_STAGES) * per;
+            s->done = m->done[started % VMM_STAGES];
             r = step_prepare(m, s, kind);
             if (r != CUDA_SUCCESS)
                 break;
@@ -312,7 +631,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         }
         if (finished == started)
             break;
-        move_step_t *s = &step[finished % 2];
+        move_step_t *s = &step[finished % VMM_STAGES];
         CUresult f = step_finish(m, s);
         finished++;
         if (f != CUDA_SUCCESS) {
@@ -324,7 +643,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         *moved += s->n * m->granule;
     }
     for (; finished < started; finished++)
-        step_abandon(m, &step[finished % 2]);
+        step_abandon(m, &step[finished % VMM_STAGES]);
     ctx_leave(m);
     if (to_host) {
         m->in_use -= *moved;
@@ -333,6 +652,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         m->in_use += *moved;
         m->host_in_use -= *moved;
     }
+    m->n.moved += *moved;
     return r == CUDA_SUCCESS ? VMEM_OK : status_of(r);
 }
 
@@ -375,13 +695,16 @@ static void vmm_destroy(backend_t *b)
             size_t j = i;
             while (j < m->ngranules && m->state[j] != VMM_NONE)
                 j++;
-            run_unmap(m, granule_addr(m, i), j - i);
+            run_unmap(m, i, j - i);
             i = j;
         }
+        scratch_drop(m);
         m->cu->MemAddressFree(m->va, m->va_size);
         if (m->stage)
-            m->cu->MemAddressFree(m->stage, 2 * m->batch);
-        for (int i = 0; i < 2; i++)
+            m->cu->MemAddressFree(m->stage, VMM_STAGES * m->batch);
+        if (m->scratch)
+            m->cu->MemAddressFree(m->scratch, m->bign * m->granule);
+        for (int i = 0; i < VMM_STAGES; i++)
             if (m->done[i])
                 m->cu->EventDestroy(m->done[i]);
         if (m->stream)
@@ -391,6 +714,7 @@ static void vmm_destroy(backend_t *b)
     if (m->ctx)
         m->cu->DevicePrimaryCtxRelease(m->dev);
     free(m->state);
+    free(m->big);
     free(m->handles);
     free(m);
 }
@@ -428,10 +752,9 @@ static int host_prop_init(vmm_backend_t *m)
  * the device; 1 if that works. */
 static int host_probe(vmm_backend_t *m)
 {
-    CUdeviceptr p = m->va;
-    if (run_create(m, p, 1, VMM_HOST) != CUDA_SUCCESS)
+    if (run_create(m, 0, 1, VMM_HOST) != CUDA_SUCCESS)
         return 0;
-    run_unmap(m, p, 1);
+    run_unmap(m, 0, 1);
     return 1;
 }
 
@@ -439,13 +762,17 @@ static int host_probe(vmm_backend_t *m)
 static void unmap_probe(vmm_backend_t *m)
 {
     m->unmap_runs = 0;
-    if (run_create(m, m->va, 2, VMM_DEVICE) != CUDA_SUCCESS)
+    size_t bign = m->bign;
+    m->bign = 0; /* two handles of one granule */
+    CUresult r = run_create(m, 0, 2, VMM_DEVICE);
+    m->bign = bign;
+    if (r != CUDA_SUCCESS)
         return;
     if (m->cu->MemUnmap(m->va, 2 * m->granule) == CUDA_SUCCESS) {
         m->unmap_runs = 1;
         return;
     }
-    run_unmap(m, m->va, 2);
+    run_unmap(m, 0, 2);
 }
 
 static vmem_status_t vmm_open(vmm_backend_t *m, int device)
@@ -491,21 +818,44 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
     m->va_size = (total * VMM_RANGE_FACTOR + VMM_RANGE_HOST) / m->granule * m->granule;
     m->ngranules = m->va_size / m->granule;
     m->state = calloc(m->ngranules, 1);
-    m->batch = VMM_STAGE_BATCH / m->granule * m->granule;
+    m->big = calloc(m->ngranules, 1);
+    /* Big handles (VMM_BIG) where the granule divides them; off with
+     * VMEM_VMM_BIG=0 (one handle per granule everywhere, as before). */
+    const char *env = getenv("VMEM_VMM_BIG");
+    m->bign = VMM_BIG % m->granule == 0 ? VMM_BIG / m->granule : 0;
+    if (m->bign < 2 || m->bign > 256 || (env && strcmp(env, "0") == 0))
+        m->bign = 0;
+    m->batch = VMM_BIG / m->granule * m->granule;
     if (m->batch == 0)
         m->batch = m->granule;
-    m->handles = calloc(2 * (m->batch / m->granule), sizeof *m->handles);
-    if (!m->state || !m->handles) {
+    m->handles = calloc(VMM_STAGES * (m->batch / m->granule), sizeof *m->handles);
+    if (!m->state || !m->big || !m->handles) {
         st = VMEM_ERR_NOMEM;
         goto out;
     }
-    if (cu->MemAddressReserve(&m->va, m->va_size, m->granule, 0, 0) != CUDA_SUCCESS)
+    /* Aligned to big handles, so that granule indices and addresses agree
+     * on their boundaries (granule alignment if the driver refuses). */
+    if (cu->MemAddressReserve(&m->va, m->va_size, m->bign ? VMM_BIG : m->granule, 0, 0) !=
+            CUDA_SUCCESS &&
+        cu->MemAddressReserve(&m->va, m->va_size, m->granule, 0, 0) != CUDA_SUCCESS)
         goto out;
     unmap_probe(m);
-    if (host && (cu->MemAddressReserve(&m->stage, 2 * m->batch, m->granule, 0, 0) != CUDA_SUCCESS ||
-                 cu->StreamCreate(&m->stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-                 cu->EventCreate(&m->done[0], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
-                 cu->EventCreate(&m->done[1], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+    /* The stream copies live data when a big mapping is split, and moves. */
+    if (cu->StreamCreate(&m->stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        m->stream = 0;
+        m->bign = 0;
+        host = 0;
+    }
+    if (m->bign &&
+        cu->MemAddressReserve(&m->scratch, m->bign * m->granule, m->granule, 0, 0) != CUDA_SUCCESS) {
+        m->scratch = 0;
+        m->bign = 0; /* no room to split a big mapping: never make one */
+    }
+    for (int i = 0; host && i < VMM_STAGES; i++)
+        if (cu->EventCreate(&m->done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+            host = 0;
+    if (host && (cu->MemAddressReserve(&m->stage, VMM_STAGES * m->batch, m->granule, 0, 0) !=
+                     CUDA_SUCCESS ||
                  !host_probe(m)))
         host = 0; /* device memory only; the pinned host arena takes spills */
     st = VMEM_OK;
@@ -540,6 +890,7 @@ vmem_status_t backend_vmm_create(int device, backend_t **out)
             vmm_destroy(&m->base);
         else {
             free(m->state);
+            free(m->big);
             free(m->handles);
             free(m);
         }
@@ -548,12 +899,25 @@ vmem_status_t backend_vmm_create(int device, backend_t **out)
     m->base.ops = &vmm_ops;
     m->base.host_ops = (m->base.flags & BACKEND_F_HOST_BACKING) ? &vmm_host_ops : NULL;
     m->base.name = "vmm";
+    m->base.release_batch = vmm_release_batch;
     m->base.granule = m->granule;
     m->base.range_base = (uintptr_t)m->va;
     m->base.range_size = m->va_size;
     backend_set_faults(&m->base, 0, 0, 0);
     *out = &m->base;
     return VMEM_OK;
+}
+
+int backend_vmm_counters(const backend_t *b, backend_vmm_counters_t *out)
+{
+    if (!b || !b->name || strcmp(b->name, "vmm") != 0)
+        return -1;
+    const vmm_backend_t *m = (const vmm_backend_t *)b;
+    *out = m->n;
+    out->big_bytes = m->bign * m->granule;
+    out->unmap_runs = m->unmap_runs;
+    out->zombie_bytes = m->zombie;
+    return 0;
 }
 
 #else /* !VMEM_HAVE_CUDA */

@@ -811,7 +811,8 @@ size_t bfc_release(bfc_arena_t *a, size_t target)
     size_t before = a->held;
     /* Device memory only: free host memory (BFC_TAG_HOST) is kept for
      * spills, see bfc_release_host.  Whole empty regions first, largest
-     * first. */
+     * first.  One batch: the backend waits for the device once. */
+    backend_release_batch(a->backend, 1);
 again:
     while (a->held > target) {
         bfc_region_t *best = NULL;
@@ -848,6 +849,7 @@ again:
         if (punched && a->held > target)
             goto again;
     }
+    backend_release_batch(a->backend, 0);
     if (a->pending && a->held <= a->limit)
         a->pending = 0;
     return before - a->held;

@@ -55,6 +55,25 @@ const char *cu_driver_why(void);
 
 /* A name for a driver result (never NULL). */
 const char *cu_error_string(CUresult r);
+
+/* What the vmm backend did (src/backend_vmm.c), for vmm-bench and the GPU
+ * suite: which path ran. */
+typedef struct backend_vmm_counters {
+    size_t big_bytes;          /* size of a big handle; 0: one handle per granule */
+    int unmap_runs;            /* 1: one cuMemUnmap covers a run of mappings */
+    unsigned long long big_maps;       /* big handles created */
+    unsigned long long big_fallbacks;  /* big handle failed: granule handles instead */
+    unsigned long long splits;         /* big mappings split by a partial release */
+    unsigned long long split_failures; /* splits that left granules held (zombie) */
+    unsigned long long syncs;          /* device synchronisations */
+    unsigned long long lost;           /* granules lost by a failed undo (never expected) */
+    unsigned long long moved;          /* bytes moved between host and device */
+    size_t zombie_bytes;       /* given back but still held inside big mappings */
+} backend_vmm_counters_t;
+
+struct backend;
+/* Copies the vmm backend's counters; -1 if b is not a vmm backend. */
+int backend_vmm_counters(const struct backend *b, backend_vmm_counters_t *out);
 #endif
 
 #endif

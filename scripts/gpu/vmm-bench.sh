@@ -13,7 +13,8 @@
 #
 # Measured (targets from issue 7):
 #   gpu-vmm suite                 kernels on spilled/evicted/returned blocks
-#   shrink of 8 GiB free granules < 100 ms (scattered and one run)
+#   shrink of 8 GiB free granules < 100 ms (scattered and one run); "path" lines
+#                                 say which handles ran (64 MiB+2 MiB or 2 MiB only)
 #   host -> device migration      >= 25 GB/s (cudaMemcpy pinned->device shown)
 #   --find-min-limit, vmm/sim-vmm min_limit_ratio <= 1.03 on every trace
 #   warm replay ns/op with vmm    (issue 3's targets: see docs/benchmarks.md)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_driver.h"
 #include "vmem_internal.h"
 
 #define MiB ((size_t)1 << 20)
@@ -211,4 +212,88 @@ Test(vmm_gpu, shrink_below_live_evicts_and_returns)
         cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
     }
     vmem_destroy(v);
+}
+
+/* Releases granules inside 64 MiB handles (the backend splits them: the
+ * live granules are copied into handles of one granule each at the same
+ * addresses) and checks every neighbour word for word, then that kernels
+ * still use them.  With VMEM_VMM_BIG=0 the same runs on one handle per
+ * granule (the fallback path). */
+static void split_scenario(int big)
+{
+    if (!big)
+        setenv("VMEM_VMM_BIG", "0", 1);
+    vmem_t *v = open_vmm(GiB, GiB);
+    if (!big)
+        unsetenv("VMEM_VMM_BIG");
+    backend_vmm_counters_t c0, c1;
+    cr_assert_eq(backend_vmm_counters(v->dev_backend, &c0), 0);
+    cr_log_info("vmm big handles: %zu MiB", c0.big_bytes / MiB);
+    if (!big)
+        cr_assert_eq(c0.big_bytes, 0, "VMEM_VMM_BIG=0 must turn big handles off");
+    /* One 256 MiB region (big handles where aligned), then cut into 4 MiB
+     * blocks. */
+    void *whole = vmem_alloc(v, 256 * MiB);
+    cr_assert_not_null(whole);
+    cr_assert_eq(vmem_free(v, whole), VMEM_OK);
+    enum { N = 64 };
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(gpu_fill(p[i], MiB, 0x1000u + (uint32_t)i), 0);
+    }
+    CHECK(v);
+    /* Holes inside handles: blocks 5-6, 20, 33, and 63 (a region's end). */
+    static const int gone[] = {5, 6, 20, 33, 63};
+    size_t ngone = sizeof gone / sizeof gone[0];
+    for (size_t k = 0; k < ngone; k++) {
+        cr_assert_eq(vmem_free(v, p[gone[k]]), VMEM_OK);
+        p[gone[k]] = NULL;
+    }
+    size_t before = device_free(), applied = 0, live = (N - ngone) * 4 * MiB;
+    cr_assert_eq(vmem_set_limit(v, live, &applied), VMEM_OK);
+    cr_assert_leq(applied, live);
+    CHECK(v);
+    cr_assert_eq(backend_vmm_counters(v->dev_backend, &c1), 0);
+    cr_log_info("splits %llu, split failures %llu, zombie %zu MiB, syncs %llu", c1.splits,
+                c1.split_failures, c1.zombie_bytes / MiB, c1.syncs - c0.syncs);
+    cr_assert_eq(c1.lost, 0);
+    if (big && c0.big_bytes && c1.big_maps > c0.big_maps)
+        cr_assert_gt(c1.splits + c1.split_failures, c0.splits + c0.split_failures,
+                     "holes inside big handles must split them");
+    if (c1.split_failures == c0.split_failures)
+        cr_assert_geq(device_free() + 64 * MiB, before + ngone * 4 * MiB - 64 * MiB,
+                      "device free memory rose by %zu MiB only", (device_free() - before) / MiB);
+    for (int i = 0; i < N; i++)
+        if (p[i])
+            expect_words(p[i], 4 * MiB, 0x1000u + (uint32_t)i, 1, 0);
+    /* Kernels read and write the re-backed neighbours. */
+    cr_assert_eq(gpu_transform(p[4], p[7], MiB), 0);
+    expect_words(p[7], 4 * MiB, 0x1004u, 3, 1);
+    cr_assert_eq(gpu_transform(p[21], p[19], MiB), 0);
+    expect_words(p[19], 4 * MiB, 0x1015u, 3, 1);
+    /* Room again: new blocks land in the holes and work. */
+    cr_assert_eq(vmem_set_limit(v, GiB, NULL), VMEM_OK);
+    void *q = vmem_alloc(v, 8 * MiB);
+    cr_assert_not_null(q);
+    cr_assert_eq(gpu_fill(q, 2 * MiB, 77u), 0);
+    expect_words(q, 8 * MiB, 77u, 1, 0);
+    expect_words(p[62], 4 * MiB, 0x1000u + 62, 1, 0);
+    cr_assert_eq(vmem_free(v, q), VMEM_OK);
+    for (int i = 0; i < N; i++)
+        if (p[i])
+            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+}
+
+Test(vmm_gpu, release_inside_big_handles_keeps_neighbours)
+{
+    split_scenario(1);
+}
+
+Test(vmm_gpu, release_with_one_handle_per_granule)
+{
+    split_scenario(0);
 }
