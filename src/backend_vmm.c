@@ -41,7 +41,9 @@
 /* VMM_ZOMBIE: given back to the engine but still mapped, because a big
  * mapping could not be split (no memory for the copy); freed with the rest
  * of its mapping. */
-enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3 };
+enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3, VMM_FREEING = 4 };
+/* VMM_FREEING: given back during a release batch, unmapped at its end
+ * (then every big mapping is split once, knowing all that goes). */
 
 /*
  * Invariants: state[i] says what backs granule i of [va, va + va_size)
@@ -71,6 +73,7 @@ typedef struct vmm_backend {
     CUdeviceptr scratch;          /* bign granules: live data of a split */
     int scratch_mapped;
     int batch_depth, batch_synced;
+    size_t pend_lo, pend_hi;      /* granules holding VMM_FREEING lie in [pend_lo, pend_hi) */
     size_t batch;
     CUstream stream;
     CUevent done[VMM_STAGES];
@@ -320,7 +323,7 @@ static int big_split(vmm_backend_t *m, size_t b, size_t lo, size_t hi)
     size_t nkeep = 0;
     for (size_t k = 0; k < m->bign; k++) {
         size_t i = b + k;
-        keep[k] = !(i >= lo && i < hi) && m->state[i] != VMM_ZOMBIE;
+        keep[k] = !(i >= lo && i < hi) && m->state[i] != VMM_ZOMBIE && m->state[i] != VMM_FREEING;
         nkeep += keep[k];
     }
     CUdeviceptr at = granule_addr(m, b);
@@ -427,22 +430,69 @@ static void edges_split(vmm_backend_t *m, size_t first, size_t end, int free_ins
     }
 }
 
+/* End of a release batch: every big mapping holding VMM_FREEING granules is
+ * split once (or unmapped whole), then the remaining VMM_FREEING runs (whole
+ * mappings of one granule) are unmapped. */
+static void pending_flush(vmm_backend_t *m)
+{
+    if (m->pend_lo >= m->pend_hi)
+        return;
+    size_t lo = m->pend_lo, hi = m->pend_hi;
+    m->pend_lo = SIZE_MAX;
+    m->pend_hi = 0;
+    if (!ctx_enter(m))
+        return;
+    device_quiet(m);
+    if (m->bign)
+        for (size_t b = lo - lo % m->bign; b < hi; b += m->bign) {
+            if (!m->big[b])
+                continue;
+            size_t k = 0;
+            while (k < m->bign && m->state[b + k] != VMM_FREEING)
+                k++;
+            if (k < m->bign)
+                big_split(m, b, b, b); /* frees the VMM_FREEING (and zombie) granules */
+        }
+    for (size_t i = lo; i < hi;) {
+        if (m->state[i] != VMM_FREEING) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < hi && m->state[j] == VMM_FREEING)
+            j++;
+        run_unmap(m, i, j - i);
+        memset(m->state + i, VMM_NONE, j - i);
+        i = j;
+    }
+    scratch_drop(m);
+    ctx_leave(m);
+}
+
 static void vmm_region_free(backend_t *b, void *base, size_t size)
 {
     vmm_backend_t *m = (vmm_backend_t *)b;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)base;
     size_t first = granule_index(m, p), n = size / m->granule, end = first + n;
-    if (!ctx_enter(m))
-        return;
-    /* Unlike cudaFree, unmapping does not wait for the work that may still
-     * use the memory (freed blocks may have kernels queued on them). */
-    device_quiet(m);
     for (size_t i = first; i < end; i++) {
         if (m->state[i] == VMM_DEVICE)
             m->in_use -= m->granule;
         else if (m->state[i] == VMM_HOST)
             m->host_in_use -= m->granule;
     }
+    if (m->batch_depth) { /* unmapped at the end of the batch */
+        memset(m->state + first, VMM_FREEING, n);
+        if (first < m->pend_lo)
+            m->pend_lo = first;
+        if (end > m->pend_hi)
+            m->pend_hi = end;
+        return;
+    }
+    if (!ctx_enter(m))
+        return;
+    /* Unlike cudaFree, unmapping does not wait for the work that may still
+     * use the memory (freed blocks may have kernels queued on them). */
+    device_quiet(m);
     /* Big mappings reaching out of the range are split (their granules in
      * the range become VMM_NONE, or VMM_ZOMBIE); the rest is whole
      * mappings. */
@@ -472,9 +522,12 @@ static void vmm_release_batch(backend_t *b, int begin)
             m->batch_synced = 0;
         return;
     }
-    if (m->batch_depth > 0 && --m->batch_depth == 0 && m->scratch_mapped && ctx_enter(m)) {
-        scratch_drop(m);
-        ctx_leave(m);
+    if (m->batch_depth > 0 && --m->batch_depth == 0) {
+        pending_flush(m);
+        if (m->scratch_mapped && ctx_enter(m)) {
+            scratch_drop(m);
+            ctx_leave(m);
+        }
     }
 }
 
@@ -900,6 +953,7 @@ vmem_status_t backend_vmm_create(int device, backend_t **out)
     m->base.host_ops = (m->base.flags & BACKEND_F_HOST_BACKING) ? &vmm_host_ops : NULL;
     m->base.name = "vmm";
     m->base.release_batch = vmm_release_batch;
+    m->pend_lo = SIZE_MAX;
     m->base.granule = m->granule;
     m->base.range_base = (uintptr_t)m->va;
     m->base.range_size = m->va_size;
