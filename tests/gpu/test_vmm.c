@@ -127,8 +127,8 @@ Test(vmm_gpu, shrink_gives_back_free_pages_inside_used_ranges)
     /* The driver got the memory back (other processes may allocate at the
      * same time, hence the slack). */
     cr_assert_geq(device_free() + 64 * MiB, before + N / 2 * 4 * MiB - 64 * MiB,
-                  "device free memory rose by %zu MiB only",
-                  (device_free() - before) / MiB);
+                  "device free memory rose by %lld MiB only",
+                  ((long long)device_free() - (long long)before) / (long long)MiB);
     for (int i = 1; i < N; i += 2) {
         expect_words(p[i], 4 * MiB, (uint32_t)i, 1, 0);
         cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
@@ -264,7 +264,8 @@ static void split_scenario(int big)
                      "holes inside big handles must split them");
     if (c1.split_failures == c0.split_failures)
         cr_assert_geq(device_free() + 64 * MiB, before + ngone * 4 * MiB - 64 * MiB,
-                      "device free memory rose by %zu MiB only", (device_free() - before) / MiB);
+                      "device free memory rose by %lld MiB only",
+                      ((long long)device_free() - (long long)before) / (long long)MiB);
     for (int i = 0; i < N; i++)
         if (p[i])
             expect_words(p[i], 4 * MiB, 0x1000u + (uint32_t)i, 1, 0);
