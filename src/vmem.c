@@ -349,9 +349,12 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *
             p = bfc_alloc(&v->dev, size, tag);
         if (!p && !v->dev.pending && bfc_release(&v->dev, release_target(v, size)) > 0)
             p = bfc_alloc(&v->dev, size, tag);
-        /* vmm, sim-vmm: free host memory kept for spills holds address space
-         * of the range; when the device backend refused, give it back. */
-        if (!p && v->dev.last_fail == BFC_FAIL_BACKEND && bfc_release_host(&v->dev) > 0)
+        /* The device backend refused (the device is full: the limit may be
+         * above what it has; vmm, sim-vmm: free host memory kept for spills
+         * holds address space of the range): give back every empty region
+         * and that host memory, and retry. */
+        if (!p && v->dev.last_fail == BFC_FAIL_BACKEND && !v->dev.pending &&
+            bfc_release(&v->dev, 0) + bfc_release_host(&v->dev) > 0)
             p = bfc_alloc(&v->dev, size, tag);
     }
     if (p) {
