@@ -138,3 +138,27 @@ Test(regress, free_host_memory_does_not_block_device_allocations)
     assert_nothing_held(v);
     vmem_destroy(v);
 }
+
+/* Bug 5 (found by the long fuzz run, seed 2000): with the limit above what
+ * the device has, a failed allocation gave back empty regions only down to
+ * limit - size; the device itself still could not fit the request, and it
+ * failed although every region was empty. */
+Test(regress, device_full_releases_every_empty_region)
+{
+    vmem_t *v = sim_open(VMEM_BACKEND_SIM, 64 * MiB, 100 * MiB, 0);
+    cr_assert_eq(vmem_set_host_fallback(v, 0), VMEM_OK);
+    void *a = vmem_alloc(v, 42 * MiB);
+    void *b = vmem_alloc(v, 2 * MiB);
+    cr_assert(a && b);
+    cr_assert_eq(stats_of(v).device_regions, 2);
+    cr_assert_eq(vmem_free(v, a), VMEM_OK);
+    cr_assert_eq(vmem_free(v, b), VMEM_OK);
+    void *c = vmem_alloc(v, 64 * MiB); /* the whole device */
+    cr_assert_not_null(c, "empty 64 MiB device refused 64 MiB: %s",
+                       vmem_strerror(vmem_last_status()));
+    cr_assert_eq(location_of(v, c), VMEM_LOC_DEVICE);
+    cr_assert_eq(vmem_check(v), VMEM_OK);
+    cr_assert_eq(vmem_free(v, c), VMEM_OK);
+    assert_nothing_held(v);
+    vmem_destroy(v);
+}
