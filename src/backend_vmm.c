@@ -26,9 +26,11 @@
 
 #ifdef VMEM_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_driver.h"
 
@@ -37,6 +39,8 @@
 #define VMM_RANGE_HOST ((size_t)256 << 30) /* ... plus room for host memory in place */
 #define VMM_BIG ((size_t)64 << 20)         /* a big handle; also bytes per step of a move */
 #define VMM_STAGES 4                       /* steps of a move in flight */
+#define VMM_SPLIT_THREADS 4                /* threads mapping the granule handles of a split */
+#define VMM_SPLIT_MIN 8                    /* kept granules below which a split maps alone */
 
 /* VMM_ZOMBIE: given back to the engine but still mapped, because a big
  * mapping could not be split (no memory for the copy); freed with the rest
@@ -50,7 +54,9 @@ enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3, VMM_FREEING =
  * (VMM_NONE: nothing mapped there); in_use == granule * count(VMM_DEVICE),
  * host_in_use == granule * count(VMM_HOST), zombie == granule *
  * count(VMM_ZOMBIE); big[i] is 1 iff granule i lies in a big mapping, which
- * then covers [i - i % bign, + bign) (device memory only); no handle is held
+ * then covers [i - i % bign, + bign) (device memory, or host memory when
+ * host_big; one kind per mapping, its given-back granules VMM_ZOMBIE or
+ * VMM_FREEING); no handle is held
  * by the backend outside a call (mappings keep the memory).  The staging
  * range and the scratch range are unmapped outside a call (the scratch
  * range: outside a release batch).
@@ -65,6 +71,8 @@ typedef struct vmm_backend {
     size_t va_size, ngranules, granule;
     uint8_t *state, *big;
     size_t bign;                  /* granules per big handle; 0: big handles off */
+    int host_big;                 /* 1: host memory in big handles too (VMEM_VMM_HOST_BIG) */
+    int split_threads;            /* threads mapping a split's handles (VMEM_VMM_SPLIT_THREADS) */
     size_t in_use, host_in_use, zombie;
     CUmemAllocationProp prop[3];  /* indexed by VMM_DEVICE, VMM_HOST */
     CUmemAccessDesc access;
@@ -79,7 +87,19 @@ typedef struct vmm_backend {
     CUevent done[VMM_STAGES];
     CUmemGenericAllocationHandle *handles; /* VMM_STAGES * batch / granule, scratch for moves */
     backend_vmm_counters_t n;
+    unsigned long long threads_run; /* helper threads that mapped part of a split */
+    /* Seconds spent, for vmm-bench (backend_vmm_variant): moves creating
+     * new memory, waiting for copies, unmapping the old memory, mapping the
+     * new, unmapping staging; splits copying, unmapping, mapping. */
+    double t_prep, t_wait, t_unmap_old, t_map_new, t_unstage, t_scopy, t_sunmap, t_smap;
 } vmm_backend_t;
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 static vmem_status_t status_of(CUresult r)
 {
@@ -160,7 +180,8 @@ static CUresult map_new(vmm_backend_t *m, CUdeviceptr p, size_t n, int kind)
 /* Whether granules [i, i + bign) may be one big handle of `kind`. */
 static int big_fits(const vmm_backend_t *m, size_t i, size_t end, int kind)
 {
-    return kind == VMM_DEVICE && m->bign && i % m->bign == 0 && i + m->bign <= end;
+    return (kind == VMM_DEVICE || (kind == VMM_HOST && m->host_big)) && m->bign &&
+           i % m->bign == 0 && i + m->bign <= end;
 }
 
 /* Creates physical memory of `kind` for granules [first, first + n) and
@@ -305,6 +326,93 @@ static CUresult scratch_copy(vmm_backend_t *m, size_t b, const uint8_t *keep, in
     return r != CUDA_SUCCESS ? r : w;
 }
 
+/* Part of a split's mapping work: granule handles of `kind` for the kept
+ * granules in [lo, hi) of the mapping at `at`, made accessible per run;
+ * mapped[k] set for each handle mapped.  Stops at the first failure. */
+typedef struct keep_job {
+    vmm_backend_t *m;
+    CUdeviceptr at;
+    const uint8_t *keep;
+    uint8_t *mapped;
+    size_t lo, hi;
+    int kind, push; /* push: a thread of its own, which must make the context current */
+    CUresult r;
+} keep_job_t;
+
+static void *keep_map_part(void *arg)
+{
+    keep_job_t *j = arg;
+    vmm_backend_t *m = j->m;
+    CUresult r = CUDA_SUCCESS;
+    if (j->push && m->cu->CtxPushCurrent(m->ctx) != CUDA_SUCCESS) {
+        j->r = CUDA_ERROR_INVALID_CONTEXT;
+        return NULL;
+    }
+    for (size_t k = j->lo; k < j->hi && r == CUDA_SUCCESS; k++)
+        if (j->keep[k]) {
+            r = map_new(m, j->at + (CUdeviceptr)(k * m->granule), 1, j->kind);
+            if (r == CUDA_SUCCESS)
+                j->mapped[k] = 1;
+        }
+    for (size_t s = j->lo; s < j->hi && r == CUDA_SUCCESS;) {
+        if (!j->keep[s]) {
+            s++;
+            continue;
+        }
+        size_t e = s;
+        while (e < j->hi && j->keep[e])
+            e++;
+        r = m->cu->MemSetAccess(j->at + (CUdeviceptr)(s * m->granule), (e - s) * m->granule,
+                                &m->access, 1);
+        s = e;
+    }
+    if (j->push) {
+        CUcontext c;
+        m->cu->CtxPopCurrent(&c);
+    }
+    j->r = r;
+    return NULL;
+}
+
+/* Creates and maps one handle of `kind` per kept granule of the (unmapped)
+ * big mapping at `at`, with access: split_threads threads over contiguous
+ * parts when there are at least VMM_SPLIT_MIN (a thread that cannot be
+ * started leaves its part to the calling thread).  mapped[k] says which
+ * handles are mapped, whatever the result. */
+static CUresult keep_map(vmm_backend_t *m, CUdeviceptr at, const uint8_t *keep, size_t nkeep,
+                         uint8_t *mapped, int kind)
+{
+    int t = nkeep >= VMM_SPLIT_MIN ? m->split_threads : 1;
+    if (t < 1)
+        t = 1;
+    if (t > VMM_SPLIT_THREADS)
+        t = VMM_SPLIT_THREADS;
+    keep_job_t job[VMM_SPLIT_THREADS];
+    pthread_t tid[VMM_SPLIT_THREADS];
+    int started[VMM_SPLIT_THREADS] = {0};
+    for (int i = 0; i < t; i++) {
+        job[i] = (keep_job_t){m, at, keep, mapped, m->bign * (size_t)i / (size_t)t,
+                              m->bign * (size_t)(i + 1) / (size_t)t, kind, i > 0, CUDA_SUCCESS};
+        if (i > 0)
+            started[i] = pthread_create(&tid[i], NULL, keep_map_part, &job[i]) == 0;
+    }
+    for (int i = 0; i < t; i++)
+        if (!started[i]) {
+            job[i].push = 0; /* the calling thread's context is current */
+            keep_map_part(&job[i]);
+        }
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 0; i < t; i++) {
+        if (started[i]) {
+            pthread_join(tid[i], NULL);
+            m->threads_run++;
+        }
+        if (r == CUDA_SUCCESS)
+            r = job[i].r;
+    }
+    return r;
+}
+
 /*
  * Splits the big mapping at granule b (b % bign == 0): the granules of it
  * in [lo, hi), and those already given back (VMM_ZOMBIE), are freed; the
@@ -319,12 +427,15 @@ static CUresult scratch_copy(vmm_backend_t *m, size_t b, const uint8_t *keep, in
  */
 static int big_split(vmm_backend_t *m, size_t b, size_t lo, size_t hi)
 {
-    uint8_t keep[256]; /* bign <= 256 (checked at creation) */
+    uint8_t keep[256], mapped[256] = {0}; /* bign <= 256 (checked at creation) */
     size_t nkeep = 0;
+    int kind = VMM_DEVICE; /* that of the mapping: its kept granules say */
     for (size_t k = 0; k < m->bign; k++) {
         size_t i = b + k;
         keep[k] = !(i >= lo && i < hi) && m->state[i] != VMM_ZOMBIE && m->state[i] != VMM_FREEING;
         nkeep += keep[k];
+        if (keep[k] && m->state[i] == VMM_HOST)
+            kind = VMM_HOST;
     }
     CUdeviceptr at = granule_addr(m, b);
     size_t bytes = m->bign * m->granule;
@@ -338,32 +449,23 @@ static int big_split(vmm_backend_t *m, size_t b, size_t lo, size_t hi)
         memset(m->big + b, 0, m->bign);
         return 1;
     }
+    double t0 = seconds();
     if (!scratch_get(m) || scratch_copy(m, b, keep, 1) != CUDA_SUCCESS)
         goto zombie;
+    double t1 = seconds();
+    m->t_scopy += t1 - t0;
     if (m->cu->MemUnmap(at, bytes) != CUDA_SUCCESS)
         goto zombie;
+    double t2 = seconds();
+    m->t_sunmap += t2 - t1;
     /* From here the range [at, at + bytes) is unmapped; the data is in the
      * scratch range. */
-    size_t k = 0; /* kept granules below k are mapped */
-    CUresult r = CUDA_SUCCESS;
-    for (; k < m->bign; k++)
-        if (keep[k] && (r = map_new(m, at + (CUdeviceptr)(k * m->granule), 1, VMM_DEVICE)) !=
-                           CUDA_SUCCESS)
-            break;
-    for (size_t s = 0; s < m->bign && r == CUDA_SUCCESS;) {
-        if (!keep[s]) {
-            s++;
-            continue;
-        }
-        size_t e = s;
-        while (e < m->bign && keep[e])
-            e++;
-        r = m->cu->MemSetAccess(at + (CUdeviceptr)(s * m->granule), (e - s) * m->granule,
-                                &m->access, 1);
-        s = e;
-    }
+    CUresult r = keep_map(m, at, keep, nkeep, mapped, kind);
+    double t3 = seconds();
+    m->t_smap += t3 - t2;
     if (r == CUDA_SUCCESS)
         r = scratch_copy(m, b, keep, 0);
+    m->t_scopy += seconds() - t3;
     if (r == CUDA_SUCCESS) {
         for (size_t j = 0; j < m->bign; j++) {
             if (keep[j])
@@ -379,9 +481,9 @@ static int big_split(vmm_backend_t *m, size_t b, size_t lo, size_t hi)
     /* Undo: the small handles go, one big handle comes back with the data. */
     m->n.split_failures++;
     for (size_t j = 0; j < m->bign; j++)
-        if (keep[j] && j < k)
+        if (mapped[j])
             m->cu->MemUnmap(at + (CUdeviceptr)(j * m->granule), m->granule);
-    if (map_new(m, at, m->bign, VMM_DEVICE) != CUDA_SUCCESS ||
+    if (map_new(m, at, m->bign, kind) != CUDA_SUCCESS ||
         m->cu->MemSetAccess(at, bytes, &m->access, 1) != CUDA_SUCCESS ||
         scratch_copy(m, b, keep, 0) != CUDA_SUCCESS) {
         /* Lost: nothing is mapped there any more.  Never seen; reported. */
@@ -393,6 +495,8 @@ static int big_split(vmm_backend_t *m, size_t b, size_t lo, size_t hi)
                 m->zombie -= m->granule;
             else if (keep[j] && m->state[b + j] == VMM_DEVICE)
                 m->in_use -= m->granule;
+            else if (keep[j] && m->state[b + j] == VMM_HOST)
+                m->host_in_use -= m->granule;
             m->state[b + j] = VMM_NONE;
         }
         memset(m->big + b, 0, m->bign);
@@ -545,6 +649,7 @@ typedef struct move_step {
 /* Creates the new memory of a step and maps it at the staging slot. */
 static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
 {
+    double t0 = seconds();
     size_t k = 0;
     CUresult r = CUDA_SUCCESS;
     s->big = big_fits(m, granule_index(m, s->src), granule_index(m, s->src) + s->n, kind) &&
@@ -582,6 +687,7 @@ static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
         for (size_t i = 0; i < k; i++)
             m->cu->MemRelease(s->h[i]);
     }
+    m->t_prep += seconds() - t0;
     return r;
 }
 
@@ -592,10 +698,15 @@ static size_t step_handles(const move_step_t *s) { return s->big ? 1 : s->n; }
  * A failure here leaves src unmapped: the caller reports it. */
 static CUresult step_finish(vmm_backend_t *m, move_step_t *s)
 {
+    double t0 = seconds();
     CUresult r = m->cu->EventSynchronize(s->done);
     size_t i0 = granule_index(m, s->src);
+    double t1 = seconds(), t2 = t1;
+    m->t_wait += t1 - t0;
     if (r == CUDA_SUCCESS) {
         run_unmap(m, i0, s->n);
+        t2 = seconds();
+        m->t_unmap_old += t2 - t1;
         if (s->big)
             r = m->cu->MemMap(s->src, s->n * m->granule, 0, s->h[0], 0);
         for (size_t k = 0; !s->big && k < s->n && r == CUDA_SUCCESS; k++)
@@ -605,9 +716,12 @@ static CUresult step_finish(vmm_backend_t *m, move_step_t *s)
         if (r == CUDA_SUCCESS && s->big)
             memset(m->big + i0, 1, s->n);
     }
+    double t3 = seconds();
+    m->t_map_new += t3 - t2;
     maps_unmap(m, s->dst, s->n, s->big);
     for (size_t k = 0; k < step_handles(s); k++)
         m->cu->MemRelease(s->h[k]);
+    m->t_unstage += seconds() - t3;
     return r;
 }
 
@@ -648,7 +762,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         return VMEM_ERR_BACKEND;
     CUresult r = m->cu->CtxSynchronize(); /* the data must be at rest */
     m->n.syncs++;
-    if (r == CUDA_SUCCESS && to_host) {
+    if (r == CUDA_SUCCESS) { /* big mappings (device, or host) cut by the run */
         edges_split(m, first, first + n, 0);
         for (size_t e = 0; e < 2 && m->bign; e++) {
             size_t i = e ? first + n - 1 : first, b0 = i - i % m->bign;
@@ -878,6 +992,18 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
     m->bign = VMM_BIG % m->granule == 0 ? VMM_BIG / m->granule : 0;
     if (m->bign < 2 || m->bign > 256 || (env && strcmp(env, "0") == 0))
         m->bign = 0;
+    /* Host memory in big handles too (unmapped in 64 MiB pieces when it
+     * moves back); VMEM_VMM_HOST_BIG=0: one handle per host granule. */
+    env = getenv("VMEM_VMM_HOST_BIG");
+    m->host_big = m->bign && !(env && strcmp(env, "0") == 0);
+    /* Threads creating a split's granule handles; VMEM_VMM_SPLIT_THREADS=1:
+     * the calling thread alone. */
+    env = getenv("VMEM_VMM_SPLIT_THREADS");
+    m->split_threads = env && *env ? atoi(env) : VMM_SPLIT_THREADS;
+    if (m->split_threads < 1)
+        m->split_threads = 1;
+    if (m->split_threads > VMM_SPLIT_THREADS)
+        m->split_threads = VMM_SPLIT_THREADS;
     m->batch = VMM_BIG / m->granule * m->granule;
     if (m->batch == 0)
         m->batch = m->granule;
@@ -971,6 +1097,25 @@ int backend_vmm_counters(const backend_t *b, backend_vmm_counters_t *out)
     out->big_bytes = m->bign * m->granule;
     out->unmap_runs = m->unmap_runs;
     out->zombie_bytes = m->zombie;
+    return 0;
+}
+
+/* A line naming the variant the vmm backend runs (host handle size, split
+ * threads), for vmm-bench; -1 if b is not a vmm backend.  Declared where
+ * used (cuda_driver.h is not this file's). */
+int backend_vmm_variant(const backend_t *b, char *buf, size_t len);
+int backend_vmm_variant(const backend_t *b, char *buf, size_t len)
+{
+    if (!b || !b->name || strcmp(b->name, "vmm") != 0)
+        return -1;
+    const vmm_backend_t *m = (const vmm_backend_t *)b;
+    snprintf(buf, len,
+             "host handles %s, split threads %d (helper threads run %llu); split ms: copy %.1f "
+             "unmap %.1f map %.1f; move ms: create %.1f wait-copy %.1f unmap-old %.1f map-new "
+             "%.1f unstage %.1f",
+             m->host_big ? "64 MiB+2 MiB" : "2 MiB only", m->split_threads, m->threads_run,
+             m->t_scopy * 1e3, m->t_sunmap * 1e3, m->t_smap * 1e3, m->t_prep * 1e3,
+             m->t_wait * 1e3, m->t_unmap_old * 1e3, m->t_map_new * 1e3, m->t_unstage * 1e3);
     return 0;
 }
 

@@ -298,3 +298,88 @@ Test(vmm_gpu, release_with_one_handle_per_granule)
 {
     split_scenario(0);
 }
+
+/* The same with the split's granule handles made by the calling thread alone
+ * (VMEM_VMM_SPLIT_THREADS=1; the default uses helper threads). */
+Test(vmm_gpu, release_inside_big_handles_one_thread)
+{
+    setenv("VMEM_VMM_SPLIT_THREADS", "1", 1);
+    split_scenario(1);
+}
+
+/* Host memory in place comes in 64 MiB handles where aligned; giving back
+ * part of it (vmem_trim of freed spilled blocks) splits them like device
+ * ones: the spilled neighbours keep their data, on host and after they come
+ * back to the device.  With VMEM_VMM_HOST_BIG=0 (one handle per host
+ * granule) the same. */
+static void host_split_scenario(int host_big)
+{
+    setenv("VMEM_VMM_HOST_BIG", host_big ? "1" : "0", 1);
+    vmem_t *v = open_vmm(64 * MiB, GiB);
+    need_host_backing(v);
+    backend_vmm_counters_t c0, c1;
+    cr_assert_eq(backend_vmm_counters(v->dev_backend, &c0), 0);
+    void *dev = vmem_alloc(v, 64 * MiB); /* the device limit is full */
+    cr_assert_not_null(dev);
+    void *whole = vmem_alloc(v, 256 * MiB); /* spilled: one host run, kept when freed */
+    cr_assert_not_null(whole);
+    cr_assert_eq(where(v, whole), VMEM_LOC_HOST);
+    cr_assert_eq(vmem_free(v, whole), VMEM_OK);
+    enum { N = 64 };
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(where(v, p[i]), VMEM_LOC_HOST);
+        cr_assert_eq(gpu_fill(p[i], MiB, 0x2000u + (uint32_t)i), 0);
+    }
+    CHECK(v);
+    static const int gone[] = {5, 6, 20, 33, 63};
+    size_t ngone = sizeof gone / sizeof gone[0], released = 0;
+    for (size_t k = 0; k < ngone; k++) {
+        cr_assert_eq(vmem_free(v, p[gone[k]]), VMEM_OK);
+        p[gone[k]] = NULL;
+    }
+    cr_assert_eq(vmem_trim(v, &released), VMEM_OK);
+    cr_assert_geq(released, ngone * 4 * MiB, "trim gave back %zu MiB", released / MiB);
+    CHECK(v);
+    cr_assert_eq(backend_vmm_counters(v->dev_backend, &c1), 0);
+    cr_log_info("host big %d: big maps %llu, splits %llu, split failures %llu, zombie %zu MiB",
+                host_big, c1.big_maps - c0.big_maps, c1.splits - c0.splits,
+                c1.split_failures - c0.split_failures, c1.zombie_bytes / MiB);
+    cr_assert_eq(c1.lost, 0);
+    if (!host_big || !c0.big_bytes)
+        cr_assert_eq(c1.splits, c0.splits, "no big host mapping to split");
+    for (int i = 0; i < N; i++)
+        if (p[i]) {
+            cr_assert_eq(where(v, p[i]), VMEM_LOC_HOST);
+            expect_words(p[i], 4 * MiB, 0x2000u + (uint32_t)i, 1, 0);
+        }
+    /* Kernels read and write the re-backed host neighbours in place. */
+    cr_assert_eq(gpu_transform(p[4], p[7], MiB), 0);
+    expect_words(p[7], 4 * MiB, 0x2004u, 3, 1);
+    /* Raised: everything comes back to the device, data intact. */
+    cr_assert_eq(vmem_set_limit(v, GiB, NULL), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    for (int i = 0; i < N; i++)
+        if (p[i]) {
+            cr_assert_eq(where(v, p[i]), VMEM_LOC_DEVICE);
+            expect_words(p[i], 4 * MiB, i == 7 ? 0x2004u : 0x2000u + (uint32_t)i, i == 7 ? 3 : 1,
+                         i == 7 ? 1 : 0);
+            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+        }
+    cr_assert_eq(vmem_free(v, dev), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+}
+
+Test(vmm_gpu, release_host_memory_inside_big_handles)
+{
+    host_split_scenario(1);
+}
+
+Test(vmm_gpu, release_host_memory_with_one_handle_per_granule)
+{
+    host_split_scenario(0);
+}

@@ -13,6 +13,12 @@
  *             unmapped+released as 2 MiB, 64 MiB or 1 GiB handles (is a
  *             bigger handle worth its loss of page-granular release?)
  *
+ * Variants: the scattered shrink runs with split threads 1 and 4
+ * (VMEM_VMM_SPLIT_THREADS), the moves with host memory in 2 MiB handles and
+ * in 64 MiB ones (VMEM_VMM_HOST_BIG); each line of the table names its
+ * variant, and the "path" lines what the backend did and where its time
+ * went, so one run shows before and after.
+ *
  * Every moved byte is checked afterwards (a pattern written with
  * cudaMemset, read back in samples).  One JSON object per measurement on
  * stdout, a summary table last.  Usage: vmm-bench [GiB to shrink, default 8]
@@ -94,9 +100,24 @@ static void verify(const void *p, size_t bytes, int seed, const char *what)
     }
 }
 
+/* In src/backend_vmm.c: a line naming the backend's variant (host handle
+ * size, split threads) and where its time went. */
+int backend_vmm_variant(const backend_t *b, char *buf, size_t len);
+
+/* The variant of the measurements being taken: a table column. */
+static const char *variant = "";
+
+/* Sets an environment variable read by the vmm backend at creation. */
+static void set_variant(const char *var, const char *value, const char *label)
+{
+    setenv(var, value, 1);
+    variant = label;
+}
+
 /* Which path the backend took (big handles or one per granule, splits,
- * fallbacks): one JSON line, and kept for the summary. */
-static char paths[8][320];
+ * fallbacks, the variant and its times): one JSON line, and kept for the
+ * summary. */
+static char paths[12][720];
 static int npaths;
 
 static void path(const char *when, vmem_t *v)
@@ -104,23 +125,25 @@ static void path(const char *when, vmem_t *v)
     backend_vmm_counters_t c;
     if (backend_vmm_counters(v->dev_backend, &c) != 0)
         return;
-    char line[320];
+    char line[720], var[400] = "";
+    backend_vmm_variant(v->dev_backend, var, sizeof var);
     snprintf(line, sizeof line,
-             "%s: handles %s, unmap per run %s, big maps %llu, big fallbacks %llu, splits %llu, "
-             "split failures %llu, zombie %zu MiB, device syncs %llu",
-             when, c.big_bytes ? (c.big_bytes == 64 * MiB ? "64 MiB+2 MiB" : "big+granule")
-                               : "2 MiB only",
+             "%s [%s]: handles %s, unmap per run %s, big maps %llu, big fallbacks %llu, "
+             "splits %llu, split failures %llu, zombie %zu MiB, device syncs %llu; %s",
+             when, variant,
+             c.big_bytes ? (c.big_bytes == 64 * MiB ? "64 MiB+2 MiB" : "big+granule")
+                         : "2 MiB only",
              c.unmap_runs ? "yes" : "no", c.big_maps, c.big_fallbacks, c.splits, c.split_failures,
-             c.zombie_bytes / MiB, c.syncs);
+             c.zombie_bytes / MiB, c.syncs, var);
     printf("{\"path\": \"%s\"}\n", line);
-    if (npaths < 8)
+    if (npaths < 12)
         memcpy(paths[npaths++], line, sizeof line);
     if (c.lost)
         fail("the backend lost granules in a failed split");
 }
 
 typedef struct row {
-    const char *name;
+    const char *name, *variant;
     double bytes, seconds;
     const char *target;
 } row_t;
@@ -131,14 +154,16 @@ static int nrows;
 static void report(const char *name, double bytes, double seconds, const char *target)
 {
     if (nrows < (int)(sizeof rows / sizeof rows[0]))
-        rows[nrows++] = (row_t){name, bytes, seconds, target};
-    printf("{\"bench\": \"%s\", \"bytes\": %.0f, \"ms\": %.3f, \"gb_per_s\": %.2f}\n", name, bytes,
-           seconds * 1e3, bytes / seconds / 1e9);
+        rows[nrows++] = (row_t){name, variant, bytes, seconds, target};
+    printf("{\"bench\": \"%s\", \"variant\": \"%s\", \"bytes\": %.0f, \"ms\": %.3f, "
+           "\"gb_per_s\": %.2f}\n",
+           name, variant, bytes, seconds * 1e3, bytes / seconds / 1e9);
     fflush(stdout);
 }
 
-/* Shrink: `gib` GiB of free granules given back, scattered or in one run. */
-static void bench_shrink(size_t gib)
+/* Shrink: `gib` GiB of free granules given back, scattered, and (one_run)
+ * in one run. */
+static void bench_shrink(size_t gib, int one_run)
 {
     size_t free_b = 0, total = 0;
     cudaMemGetInfo(&free_b, &total);
@@ -179,6 +204,8 @@ static void bench_shrink(size_t gib)
     if (vmem_check(v) != VMEM_OK)
         fail("vmem_check after the scattered shrink");
     vmem_destroy(v);
+    if (!one_run)
+        return;
     /* One run: a single big block freed, then the shrink -- in a fresh
      * instance (the scattered phase leaves 2048 separate 2 MiB regions
      * behind, which the shrink would give back too). */
@@ -339,16 +366,30 @@ int main(int argc, char **argv)
     cudaGetDeviceProperties(&prop, 0);
     printf("{\"device\": \"%s\", \"memory_gib\": %.1f}\n", prop.name,
            (double)prop.totalGlobalMem / (double)GiB);
-    bench_shrink(shrink_gib);
+    /* Before (one thread) and after (the default, 4) for the splits. */
+    set_variant("VMEM_VMM_SPLIT_THREADS", "1", "split threads 1");
+    bench_shrink(shrink_gib, 0);
+    set_variant("VMEM_VMM_SPLIT_THREADS", "4", "split threads 4");
+    bench_shrink(shrink_gib, 1);
+    unsetenv("VMEM_VMM_SPLIT_THREADS");
+    /* Before (host granules in 2 MiB handles) and after (64 MiB, the
+     * default) for the moves. */
+    set_variant("VMEM_VMM_HOST_BIG", "0", "host handles 2 MiB");
     bench_moves(move_gib);
+    set_variant("VMEM_VMM_HOST_BIG", "1", "host handles 64 MiB");
+    bench_moves(move_gib);
+    unsetenv("VMEM_VMM_HOST_BIG");
+    variant = "driver alone";
     bench_copy(move_gib);
     bench_handles(2 * MiB);
     bench_handles(64 * MiB);
     bench_handles(GiB);
-    printf("\n%-28s %10s %10s %9s  %s\n", "vmm-bench", "MiB", "ms", "GB/s", "target");
+    printf("\n%-28s %-20s %8s %9s %9s  %s\n", "vmm-bench", "variant", "MiB", "ms", "GB/s",
+           "target");
     for (int i = 0; i < nrows; i++)
-        printf("%-28s %10.0f %10.2f %9.2f  %s\n", rows[i].name, rows[i].bytes / (double)MiB,
-               rows[i].seconds * 1e3, rows[i].bytes / rows[i].seconds / 1e9, rows[i].target);
+        printf("%-28s %-20s %8.0f %9.2f %9.2f  %s\n", rows[i].name, rows[i].variant,
+               rows[i].bytes / (double)MiB, rows[i].seconds * 1e3,
+               rows[i].bytes / rows[i].seconds / 1e9, rows[i].target);
     for (int i = 0; i < npaths; i++)
         printf("path %s\n", paths[i]);
     printf("%s\n", failures ? "RESULT: FAILED (see stderr)" : "RESULT: all data checks passed");
