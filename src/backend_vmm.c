@@ -92,6 +92,7 @@ typedef struct vmm_backend {
      * new memory, waiting for copies, unmapping the old memory, mapping the
      * new, unmapping staging; splits copying, unmapping, mapping. */
     double t_prep, t_wait, t_unmap_old, t_map_new, t_unstage, t_scopy, t_sunmap, t_smap;
+    double t_flush, t_sync; /* ends of release batches (all of it); device syncs */
 } vmm_backend_t;
 
 static double seconds(void)
@@ -276,7 +277,9 @@ static CUresult device_quiet(vmm_backend_t *m)
 {
     if (m->batch_depth && m->batch_synced)
         return CUDA_SUCCESS;
+    double t0 = seconds();
     CUresult r = m->cu->CtxSynchronize();
+    m->t_sync += seconds() - t0;
     m->n.syncs++;
     if (m->batch_depth && r == CUDA_SUCCESS)
         m->batch_synced = 1;
@@ -544,6 +547,7 @@ static void pending_flush(vmm_backend_t *m)
     size_t lo = m->pend_lo, hi = m->pend_hi;
     m->pend_lo = SIZE_MAX;
     m->pend_hi = 0;
+    double t0 = seconds();
     if (!ctx_enter(m))
         return;
     device_quiet(m);
@@ -571,6 +575,7 @@ static void pending_flush(vmm_backend_t *m)
     }
     scratch_drop(m);
     ctx_leave(m);
+    m->t_flush += seconds() - t0;
 }
 
 static void vmm_region_free(backend_t *b, void *base, size_t size)
@@ -1110,11 +1115,12 @@ int backend_vmm_variant(const backend_t *b, char *buf, size_t len)
         return -1;
     const vmm_backend_t *m = (const vmm_backend_t *)b;
     snprintf(buf, len,
-             "host handles %s, split threads %d (helper threads run %llu); split ms: copy %.1f "
-             "unmap %.1f map %.1f; move ms: create %.1f wait-copy %.1f unmap-old %.1f map-new "
-             "%.1f unstage %.1f",
+             "host handles %s, split threads %d (helper threads run %llu); release-batch ends "
+             "ms %.1f (syncs %.1f; splits: copy %.1f unmap %.1f map %.1f); move ms: create %.1f "
+             "wait-copy %.1f unmap-old %.1f map-new %.1f unstage %.1f",
              m->host_big ? "64 MiB+2 MiB" : "2 MiB only", m->split_threads, m->threads_run,
-             m->t_scopy * 1e3, m->t_sunmap * 1e3, m->t_smap * 1e3, m->t_prep * 1e3,
+             m->t_flush * 1e3, m->t_sync * 1e3, m->t_scopy * 1e3, m->t_sunmap * 1e3,
+             m->t_smap * 1e3, m->t_prep * 1e3,
              m->t_wait * 1e3, m->t_unmap_old * 1e3, m->t_map_new * 1e3, m->t_unstage * 1e3);
     return 0;
 }
