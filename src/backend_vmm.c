@@ -8,14 +8,16 @@
  * can be backed by host memory at the same addresses and moved between
  * host and device (BACKEND_F_HOST_BACKING): the pointer-stable spill.
  *
- * Handles: one per granule, released as soon as it is mapped, so the
- * mapping alone keeps the memory alive and an unmap frees it.  (A handle
- * larger than a granule could not be given back in part: cuMemMap maps a
- * whole handle and cuMemUnmap cannot split a mapping, so physical memory
- * would stay held until every granule of the handle was free.)  The costs
- * per granule are cut by batching instead: one cuMemSetAccess per run, one
- * cuMemUnmap per run where the driver accepts a range spanning several
- * mappings (probed at creation), and moves pipelined through a staging
+ * Handles: 64 MiB ones wherever a run covers an aligned 64 MiB piece
+ * (device memory, and host memory unless VMEM_VMM_HOST_BIG=0), one per
+ * granule elsewhere; each is released as soon as it is mapped, so the
+ * mapping alone keeps the memory alive and an unmap frees it.  cuMemUnmap
+ * cannot unmap part of a mapping, so giving back part of a big mapping
+ * splits it (big_split: the live granules move into granule handles at the
+ * same addresses).  The driver's costs are per mapping; they are further cut
+ * by batching: one cuMemSetAccess per run, one cuMemUnmap per run where the
+ * driver accepts a range spanning several mappings (probed at creation),
+ * one device sync per release batch, and moves pipelined through a staging
  * range (below).
  *
  * The driver is reached through cuda_driver.c.  Backend calls are
