@@ -310,10 +310,24 @@ static int scratch_get(vmm_backend_t *m)
 }
 
 /* Copies the kept granules (keep[k] 1) of the big mapping at b to or from
- * the scratch range, in runs; waits for the copies. */
+ * the scratch range, in runs; waits for the copies.  To the scratch, while
+ * the big mapping is still whole, many runs of device memory go as one
+ * copy of the whole mapping instead (one 64 MiB device copy is cheaper than
+ * a few launches: isolated live granules would cost one launch each). */
 static CUresult scratch_copy(vmm_backend_t *m, size_t b, const uint8_t *keep, int to_scratch)
 {
     CUresult r = CUDA_SUCCESS;
+    size_t runs = 0;
+    int host = 0; /* host memory: read over the bus, so only what stays */
+    for (size_t k = 0; k < m->bign; k++) {
+        runs += keep[k] && (k == 0 || !keep[k - 1]);
+        host |= keep[k] && m->state[b + k] == VMM_HOST;
+    }
+    if (to_scratch && runs > 4 && !host) {
+        r = m->cu->MemcpyAsync(m->scratch, granule_addr(m, b), m->bign * m->granule, m->stream);
+        CUresult w = m->cu->StreamSynchronize(m->stream);
+        return r != CUDA_SUCCESS ? r : w;
+    }
     for (size_t k = 0; k < m->bign && r == CUDA_SUCCESS;) {
         if (!keep[k]) {
             k++;
