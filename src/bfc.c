@@ -999,11 +999,13 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
     }
     bfc_chunk_t *c = bin_find(a, rs, tag);
     if (!c) {
-        if (arena_grow(a, rs) != 0)
-            return NULL;
+        /* A grow that failed may still have added a region (placed away
+         * from the tail it was to extend) that serves the request. */
+        int grew = arena_grow(a, rs) == 0;
         c = bin_find(a, rs, tag);
         if (!c) {
-            a->last_fail = BFC_FAIL_LIMIT;
+            if (grew)
+                a->last_fail = BFC_FAIL_LIMIT;
             return NULL;
         }
     }
