@@ -1017,10 +1017,13 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
      * moves back); VMEM_VMM_HOST_BIG=0: one handle per host granule. */
     env = getenv("VMEM_VMM_HOST_BIG");
     m->host_big = m->bign && !(env && strcmp(env, "0") == 0);
-    /* Threads creating a split's granule handles; VMEM_VMM_SPLIT_THREADS=1:
-     * the calling thread alone. */
+    /* Threads creating a split's granule handles (VMEM_VMM_SPLIT_THREADS, at
+     * most VMM_SPLIT_THREADS).  Default 1: on an H200 (driver 580) four
+     * threads took 209.7 ms against 213.2 ms for one on the 8 GiB scattered
+     * shrink (docs/gpu-runs/2026-11-22/vmm-bench-3.log): the driver
+     * serialises handle creation, so the threads buy nothing. */
     env = getenv("VMEM_VMM_SPLIT_THREADS");
-    m->split_threads = env && *env ? atoi(env) : VMM_SPLIT_THREADS;
+    m->split_threads = env && *env ? atoi(env) : 1;
     if (m->split_threads < 1)
         m->split_threads = 1;
     if (m->split_threads > VMM_SPLIT_THREADS)
