@@ -194,7 +194,12 @@ VMEM_API vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream);
  * and VMEM_PENDING is returned.  *applied (if not NULL) receives the bytes
  * the device arena holds after the call (<= bytes when fully applied).
  * A limit above the start cap returns VMEM_ERR_ABOVE_CAP (use
- * vmem_set_limit_ex with VMEM_LIMIT_FORCE). */
+ * vmem_set_limit_ex with VMEM_LIMIT_FORCE).
+ * With the vmm backend, giving back free granules that share a 64 MiB
+ * physical handle with live blocks re-backs those blocks (copy, remap at the
+ * same addresses): like vmem_step_end, a shrink (and vmem_trim) must not run
+ * while kernels use this instance's blocks (VMEM_VMM_BIG=0 avoids it, at the
+ * cost of slower shrinks and moves; see docs/vmm.md). */
 VMEM_API vmem_status_t vmem_set_limit(vmem_t *v, size_t bytes, size_t *applied);
 VMEM_API vmem_status_t vmem_set_limit_ex(vmem_t *v, size_t bytes, unsigned flags,
                                          size_t *applied);
