@@ -74,6 +74,7 @@ typedef struct vmm_backend {
     uint8_t *state, *big;
     size_t bign;                  /* granules per big handle; 0: big handles off */
     int host_big;                 /* 1: host memory in big handles too (VMEM_VMM_HOST_BIG) */
+    int dev_big;                  /* 1: device memory in big handles (VMEM_VMM_DEVICE_BIG) */
     int split_threads;            /* threads mapping a split's handles (VMEM_VMM_SPLIT_THREADS) */
     size_t in_use, host_in_use, zombie;
     CUmemAllocationProp prop[3];  /* indexed by VMM_DEVICE, VMM_HOST */
@@ -183,7 +184,7 @@ static CUresult map_new(vmm_backend_t *m, CUdeviceptr p, size_t n, int kind)
 /* Whether granules [i, i + bign) may be one big handle of `kind`. */
 static int big_fits(const vmm_backend_t *m, size_t i, size_t end, int kind)
 {
-    return (kind == VMM_DEVICE || (kind == VMM_HOST && m->host_big)) && m->bign &&
+    return ((kind == VMM_DEVICE && m->dev_big) || (kind == VMM_HOST && m->host_big)) && m->bign &&
            i % m->bign == 0 && i + m->bign <= end;
 }
 
@@ -1017,6 +1018,11 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
      * moves back); VMEM_VMM_HOST_BIG=0: one handle per host granule. */
     env = getenv("VMEM_VMM_HOST_BIG");
     m->host_big = m->bign && !(env && strcmp(env, "0") == 0);
+    /* Device memory in big handles; VMEM_VMM_DEVICE_BIG=0: one handle per
+     * device granule (no splits of live device data on shrink) while host
+     * memory keeps its big handles. */
+    env = getenv("VMEM_VMM_DEVICE_BIG");
+    m->dev_big = m->bign && !(env && strcmp(env, "0") == 0);
     /* Threads creating a split's granule handles (VMEM_VMM_SPLIT_THREADS, at
      * most VMM_SPLIT_THREADS).  Default 1: on an H200 (driver 580) four
      * threads took 209.7 ms against 213.2 ms for one on the 8 GiB scattered

@@ -366,19 +366,23 @@ int main(int argc, char **argv)
     cudaGetDeviceProperties(&prop, 0);
     printf("{\"device\": \"%s\", \"memory_gib\": %.1f}\n", prop.name,
            (double)prop.totalGlobalMem / (double)GiB);
-    /* Before (one thread) and after (the default, 4) for the splits. */
-    set_variant("VMEM_VMM_SPLIT_THREADS", "1", "split threads 1");
-    bench_shrink(shrink_gib, 0);
-    set_variant("VMEM_VMM_SPLIT_THREADS", "4", "split threads 4");
+    /* Shrinks with device memory in 64 MiB handles (live data in a cut
+     * handle is re-backed) and in 2 MiB handles (nothing to re-back). */
+    set_variant("VMEM_VMM_DEVICE_BIG", "1", "device handles 64 MiB");
     bench_shrink(shrink_gib, 1);
-    unsetenv("VMEM_VMM_SPLIT_THREADS");
-    /* Before (host granules in 2 MiB handles) and after (64 MiB, the
-     * default) for the moves. */
-    set_variant("VMEM_VMM_HOST_BIG", "0", "host handles 2 MiB");
+    set_variant("VMEM_VMM_DEVICE_BIG", "0", "device handles 2 MiB");
+    bench_shrink(shrink_gib, 1);
+    /* Moves: host granules in 2 MiB and in 64 MiB handles, device memory in
+     * 64 MiB handles; then host 64 MiB with device 2 MiB handles. */
+    set_variant("VMEM_VMM_DEVICE_BIG", "1", "dev 64 host 2 MiB");
+    setenv("VMEM_VMM_HOST_BIG", "0", 1);
     bench_moves(move_gib);
-    set_variant("VMEM_VMM_HOST_BIG", "1", "host handles 64 MiB");
+    set_variant("VMEM_VMM_HOST_BIG", "1", "dev 64 host 64 MiB");
+    bench_moves(move_gib);
+    set_variant("VMEM_VMM_DEVICE_BIG", "0", "dev 2 host 64 MiB");
     bench_moves(move_gib);
     unsetenv("VMEM_VMM_HOST_BIG");
+    unsetenv("VMEM_VMM_DEVICE_BIG");
     variant = "driver alone";
     bench_copy(move_gib);
     bench_handles(2 * MiB);
