@@ -16,10 +16,10 @@
 #   shrink of 8 GiB free granules < 100 ms (scattered and one run); "path" lines
 #                                 say which handles ran (64 MiB+2 MiB or 2 MiB only)
 #   host -> device migration      >= 25 GB/s (cudaMemcpy pinned->device shown)
-#   variants                      each table line names its variant: the scattered
-#                                 shrink with split threads 1 and 4, the moves with
-#                                 host handles 2 MiB and 64 MiB (before/after); the
-#                                 path lines add where the backend's time went
+#   variants                      each table line names its variant: the shrinks
+#                                 with device handles 64 MiB and 2 MiB, the moves
+#                                 with device/host handles 64/2, 64/64 and 2/64 MiB;
+#                                 the path lines add where the backend's time went
 #   --find-min-limit, vmm/sim-vmm min_limit_ratio <= 1.03 on every trace
 #   warm replay ns/op with vmm    (issue 3's targets: see docs/benchmarks.md)
 set -uo pipefail

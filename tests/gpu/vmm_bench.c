@@ -13,9 +13,10 @@
  *             unmapped+released as 2 MiB, 64 MiB or 1 GiB handles (is a
  *             bigger handle worth its loss of page-granular release?)
  *
- * Variants: the scattered shrink runs with split threads 1 and 4
- * (VMEM_VMM_SPLIT_THREADS), the moves with host memory in 2 MiB handles and
- * in 64 MiB ones (VMEM_VMM_HOST_BIG); each line of the table names its
+ * Variants: the shrinks run with device memory in 64 MiB and in 2 MiB handles
+ * (VMEM_VMM_DEVICE_BIG), the moves with 64 MiB device and 2 MiB host
+ * handles, 64 MiB on both sides, and 2 MiB device with 64 MiB host handles
+ * (VMEM_VMM_HOST_BIG); each line of the table names its
  * variant, and the "path" lines what the backend did and where its time
  * went, so one run shows before and after.
  *
