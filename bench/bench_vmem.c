@@ -31,6 +31,8 @@
 
 #include "gbench_c.h"
 
+#include "bench_sizes.h"
+
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
@@ -58,30 +60,6 @@ static vmem_t *open_instance(gb_state_t *st, void *backend, size_t limit, size_t
     return v;
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
-/* Sizes drawn log-uniformly from [lo, hi], precomputed so that drawing
- * costs nothing in the timed loop. */
-#define SIZE_TABLE 65536u
-static size_t *size_table(uint64_t seed, size_t lo, size_t hi)
-{
-    size_t *t = malloc(SIZE_TABLE * sizeof *t);
-    if (!t)
-        return NULL;
-    double a = log((double)lo), b = log((double)hi);
-    for (unsigned i = 0; i < SIZE_TABLE; i++) {
-        double u = (double)(rng_next(&seed) >> 11) / 9007199254740992.0;
-        t[i] = (size_t)exp(a + u * (b - a));
-    }
-    return t;
-}
 
 /* ------------------------------------------------------------------------ */
 
