@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #define SIM_GRANULE ((size_t)2 << 20)
+#define SIM_VMM_GROW_ALIGN ((size_t)64 << 20) /* sim-vmm: regions end on 64 MiB, as vmm */
 #define SIM_MAX_CAPACITY ((size_t)16 << 40)
 #define SIM_HOST_RANGE ((size_t)64 << 30) /* sim-vmm: room in the range for host
                                              memory mapped in place (the default
@@ -422,6 +423,12 @@ static int sim_files_open(sim_backend_t *s)
     return 0;
 }
 
+int backend_grow_align_on(void)
+{
+    const char *e = getenv("VMEM_VMM_GROW_ALIGN");
+    return !(e && strcmp(e, "0") == 0);
+}
+
 vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out)
 {
     if (capacity < SIM_GRANULE || capacity > SIM_MAX_CAPACITY)
@@ -468,6 +475,7 @@ vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out
     s->base.granule = SIM_GRANULE;
     s->base.range_base = (uintptr_t)s->va;
     s->base.range_size = s->va_size;
+    s->base.grow_align = vmm_style && backend_grow_align_on() ? SIM_VMM_GROW_ALIGN : 0;
     backend_set_faults(&s->base, 0, 0, 0);
     *out = &s->base;
     return VMEM_OK;

@@ -87,6 +87,10 @@ struct backend {
     backend_t *host_peer;
     uintptr_t range_base; /* contiguous backends: the reserved range that */
     size_t range_size;    /* every region lies in (0: not known) */
+    /* Contiguous backends: growth prefers regions that end at a multiple of
+     * this (from range_base), so later regions start there (vmm: whole
+     * 64 MiB handles instead of 2 MiB ones at region edges).  0: none. */
+    size_t grow_align;
     backend_faults_t faults;
     uint64_t requests;   /* region_alloc calls */
     uint64_t failures;   /* region_alloc calls that failed (injected or real) */
@@ -121,6 +125,10 @@ vmem_status_t backend_host_create(size_t capacity, backend_t **out); /* plain ho
 vmem_status_t backend_cuda_create(int device, backend_t **out);
 vmem_status_t backend_pinned_create(int device, backend_t **out);
 vmem_status_t backend_vmm_create(int device, backend_t **out);
+
+/* Whether contiguous backends align region growth (backend_t.grow_align):
+ * on unless VMEM_VMM_GROW_ALIGN is "0" (read at each call). */
+int backend_grow_align_on(void);
 
 /* 1 if a CUDA device is usable (driver and device present), 0 otherwise. */
 int backend_cuda_present(int device);

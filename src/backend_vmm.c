@@ -1113,6 +1113,9 @@ vmem_status_t backend_vmm_create(int device, backend_t **out)
     m->base.granule = m->granule;
     m->base.range_base = (uintptr_t)m->va;
     m->base.range_size = m->va_size;
+    /* Regions end on 64 MiB boundaries where the limit allows, so they are
+     * made of whole big handles (not 2 MiB ones at their edges). */
+    m->base.grow_align = m->dev_big && m->bign && backend_grow_align_on() ? m->bign * m->granule : 0;
     backend_set_faults(&m->base, 0, 0, 0);
     *out = &m->base;
     return VMEM_OK;

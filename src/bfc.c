@@ -951,6 +951,16 @@ static int arena_grow(bfc_arena_t *a, size_t need)
         size_t size = minimum;
         if (size < a->next_region && !dedicated)
             size = a->next_region;
+        size_t align = a->backend->grow_align;
+        if (align && align % g == 0 && (a->backend->flags & BACKEND_F_CONTIGUOUS)) {
+            /* End the region at a multiple of align, so that the next one
+             * starts there (the first starts at the range's base). */
+            uintptr_t start = hint ? (uintptr_t)hint : a->backend->range_base;
+            size_t off = (size_t)(start - a->backend->range_base) % align;
+            size_t up = align_up(off + size, align) - off;
+            if (up >= size && up <= room)
+                size = up;
+        }
         if (size > room)
             size = room;
         void *base = NULL;

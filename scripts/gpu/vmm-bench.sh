@@ -22,6 +22,9 @@
 #                                 the path lines add where the backend's time went
 #   --find-min-limit, vmm/sim-vmm min_limit_ratio <= 1.03 on every trace
 #   warm replay ns/op with vmm    (issue 3's targets: see docs/benchmarks.md)
+#   shrink on the traces          vmem-shrink-trace --backend vmm: 16 cuts per trace to
+#                                 the live granules (fragmentation of the real jobs)
+#   driver probe                  vmm-driver-probe: microseconds per VMM driver call
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/vmem-vmm}"
@@ -104,6 +107,41 @@ else
     summary+=("traces: none found (set TRACES)")
 fi
 
+# 4. Shrinks on the fragmentation of the real jobs: at 16 points of each
+# trace the limit is cut to the granules its live blocks touch (vmm), and the
+# driver's cost per call, which bounds the scattered case.
+shrink_rows=()
+if [ -n "${TRACES:-}" ]; then
+    for t in "$TRACES"/*.txt.gz; do
+        name=$(basename "$t" .txt.gz)
+        if ! run "$BUILD/bench/vmem-shrink-trace" --backend vmm --points 16 "$t" \
+                >"$OUT/shrink-trace-$name.json" 2>"$OUT/shrink-trace-$name.err"; then
+            summary+=("vmem-shrink-trace $name: FAILED (see shrink-trace-$name.err)")
+        fi
+        shrink_rows+=("$(python3 - "$OUT/shrink-trace-$name.json" <<'PY'
+import json, sys
+pts, tot = [], None
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    if "point" in r:
+        pts.append(r)
+    elif "trace" in r:
+        tot = r
+big = max(pts, key=lambda r: r["released"]) if pts else None
+if tot and big:
+    print("%-22s %3d %9.2f %9.1f %8.2f %10.2f %9.1f %6s" % (
+        tot["trace"], tot["points"], tot["released"] / 2**30, tot["ms"], tot["ms_per_gib"],
+        big["released"] / 2**30, big["ms"], "ok" if tot["max_ms"] < 100 else "MISSED"))
+PY
+)")
+    done
+fi
+run "$BUILD/tests/gpu/vmm-driver-probe" 2048 4 >"$OUT/driver-probe.json" 2>&1 ||
+    summary+=("vmm-driver-probe: FAILED")
+
 echo "===== vmm summary ($(cut -d, -f1 "$OUT/gpu.txt"))"
 printf '%s\n' "${summary[@]}"
 echo
@@ -114,4 +152,21 @@ if [ ${#replay_rows[@]} -gt 0 ]; then
     printf '%-9s %-24s %9s %9s %10s %7s\n' backend trace ns/op frag min_ratio "<=1.03"
     printf '%s\n' "${replay_rows[@]}"
 fi
+if [ ${#shrink_rows[@]} -gt 0 ]; then
+    echo
+    printf '%-22s %3s %9s %9s %8s %10s %9s %6s\n' "shrink on traces" pts GiB ms ms/GiB \
+        "max GiB" "its ms" "<100ms"
+    printf '%s\n' "${shrink_rows[@]}"
+fi
+echo
+python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        continue
+    if "call" in r:
+        print("driver %-9s %-48s %7.2f us/call" % (r["phase"], r["call"], r["us_per_call"]))
+' "$OUT/driver-probe.json"
 [ $bench_rc -eq 0 ] && ! printf '%s\n' "${summary[@]}" | grep -q FAILED

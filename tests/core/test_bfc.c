@@ -36,6 +36,9 @@ static bfc_arena_t *arena_open(int vmm_style, size_t limit, const bfc_params_t *
     if (params)
         p = *params;
     cr_assert_eq(backend_sim_create(4 * GiB, vmm_style, &fx.backend), VMEM_OK);
+    /* Region sizes exactly as the growth policy asks (the tests below count
+     * them); the 64 MiB alignment of sim-vmm has tests of its own. */
+    fx.backend->grow_align = 0;
     cr_assert_eq(bfc_init(&fx.arena, fx.backend, &p, limit), VMEM_OK);
     CHECK_ARENA(&fx.arena, "bfc_init");
     return &fx.arena;
@@ -498,6 +501,34 @@ Test(bfc, vmm_release_stops_at_target)
     cr_assert_geq(a->held, 2 * MiB);
     cr_assert(bfc_contains(a, head));
     a_free(a, head, 0);
+}
+
+/* sim-vmm (as vmm) ends regions on 64 MiB of its range where the limit
+ * allows: the first region grows to 64 MiB, a later one to the next
+ * boundary; under a tight limit the region is what the limit leaves. */
+Test(bfc, vmm_growth_ends_regions_on_64_mib)
+{
+    bfc_params_t prm = {.min_region = 2 * MiB, .max_region = 1024 * MiB, .split_min = 256};
+    bfc_arena_t *a = arena_open(1, 1024 * MiB, &prm);
+    a->backend->grow_align = 64 * MiB;
+    uintptr_t base = a->backend->range_base;
+    void *p = a_alloc_ok(a, MiB, 0);
+    cr_assert_eq(a->held, 64 * MiB, "first region %zu", a->held);
+    cr_assert_eq((uintptr_t)p, base);
+    void *q = a_alloc_ok(a, 100 * MiB, 0); /* does not fit the 63 MiB left */
+    cr_assert_eq(a->held % (64 * MiB), 0, "held %zu", a->held);
+    cr_assert_eq(a->nregions, 1, "touching regions merge");
+    cr_assert_eq((a->regions->base + a->regions->size - base) % (64 * MiB), 0);
+    a_free(a, q, 0);
+    a_free(a, p, 0);
+    a_release(a, 0);
+    cr_assert_eq(a->held, 0);
+    /* A limit that leaves less than the boundary: the region is clipped. */
+    cr_assert_eq(a_set_limit(a, 10 * MiB), VMEM_OK);
+    p = a_alloc_ok(a, 3 * MiB, 0);
+    cr_assert_leq(a->held, 10 * MiB, "held %zu over the limit", a->held);
+    cr_assert_geq(a->held, 4 * MiB);
+    a_free(a, p, 0);
 }
 
 Test(bfc, vmm_touching_regions_merge)

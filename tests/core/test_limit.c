@@ -241,6 +241,7 @@ Test(limit, default_start_cap_is_initial_limit)
  * one 20 MiB region holding a 1 KiB block at each end, free between. */
 static vmem_status_t shrink_around_live(vmem_backend_kind_t kind, size_t *held_after)
 {
+    setenv("VMEM_VMM_GROW_ALIGN", "0", 1); /* one region of exactly 20 MiB */
     vmem_config_t cfg = sim_config(kind, 64 * MiB, 64 * MiB, 64 * MiB, NULL);
     vmem_t *v = create_or_die(&cfg);
     char *whole = vmem_alloc(v, 20 * MiB);

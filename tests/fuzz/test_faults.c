@@ -76,6 +76,7 @@ Test(faults, nth_request_fails_with_fallback)
  * VMEM_ERR_NOMEM, and only that one. */
 Test(faults, nth_request_fails_without_fallback)
 {
+    setenv("VMEM_VMM_GROW_ALIGN", "0", 1); /* regions of the minimum size */
     for (size_t k = 0; k < NKINDS; k++) {
         vmem_t *v = sim_open(kinds[k], 256 * MiB, 64 * MiB, 0);
         cr_assert_eq(vmem_set_host_fallback(v, 0), VMEM_OK);

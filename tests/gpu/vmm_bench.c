@@ -23,7 +23,7 @@
  * Every moved byte is checked afterwards (a pattern written with
  * cudaMemset, read back in samples).  One JSON object per measurement on
  * stdout, a summary table last.  Usage: vmm-bench [GiB to shrink, default 8]
- * [GiB to move, default 4].  Exit 77 without a GPU, 1 on a wrong result.
+ * [GiB to move, default 4; 0 skips the moves].  Exit 77 without a GPU, 1 on a wrong result.
  */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -375,17 +375,20 @@ int main(int argc, char **argv)
     bench_shrink(shrink_gib, 1);
     /* Moves: host granules in 2 MiB and in 64 MiB handles, device memory in
      * 64 MiB handles; then host 64 MiB with device 2 MiB handles. */
-    set_variant("VMEM_VMM_DEVICE_BIG", "1", "dev 64 host 2 MiB");
-    setenv("VMEM_VMM_HOST_BIG", "0", 1);
-    bench_moves(move_gib);
-    set_variant("VMEM_VMM_HOST_BIG", "1", "dev 64 host 64 MiB");
-    bench_moves(move_gib);
-    set_variant("VMEM_VMM_DEVICE_BIG", "0", "dev 2 host 64 MiB");
-    bench_moves(move_gib);
+    if (move_gib > 0) { /* 0: the shrinks and the driver alone only */
+        set_variant("VMEM_VMM_DEVICE_BIG", "1", "dev 64 host 2 MiB");
+        setenv("VMEM_VMM_HOST_BIG", "0", 1);
+        bench_moves(move_gib);
+        set_variant("VMEM_VMM_HOST_BIG", "1", "dev 64 host 64 MiB");
+        bench_moves(move_gib);
+        set_variant("VMEM_VMM_DEVICE_BIG", "0", "dev 2 host 64 MiB");
+        bench_moves(move_gib);
+    }
     unsetenv("VMEM_VMM_HOST_BIG");
     unsetenv("VMEM_VMM_DEVICE_BIG");
     variant = "driver alone";
-    bench_copy(move_gib);
+    if (move_gib > 0)
+        bench_copy(move_gib);
     bench_handles(2 * MiB);
     bench_handles(64 * MiB);
     bench_handles(GiB);

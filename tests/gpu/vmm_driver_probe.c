@@ -1,0 +1,250 @@
+/*
+ * vmm-driver-probe: what each CUDA VMM driver call costs on this machine,
+ * one phase at a time, so the vmm backend's per-handle work can be priced
+ * (docs/vmm.md, "Where the scattered shrink's time goes").
+ *
+ * Every phase runs the same call N times (default 2048, the number of
+ * isolated live granules in vmm-bench's scattered 8 GiB shrink) and prints
+ * microseconds per call.  Phases:
+ *
+ *   isolated   2 MiB handles at every third granule (as the live granules of
+ *              a split): cuMemCreate, cuMemMap, cuMemSetAccess (one per
+ *              mapping: they are isolated), cuMemRelease while mapped,
+ *              cuMemUnmap (which then frees the memory)
+ *   retained   2 MiB handles side by side: create + map, one set-access,
+ *              then cuMemUnmap with the handle still held, then cuMemRelease
+ *              (which frees the memory): which of the two pays for the free
+ *   one-call   as retained, but one cuMemUnmap over the whole run of mappings
+ *   threads    cuMemCreate and cuMemRelease (after the unmaps) spread over
+ *              T threads (default 4), each with the context current
+ *   big        64 MiB handles: create + map, one set-access; unmap (freed)
+ *   copies     cuMemcpyAsync device-to-device: N launches of 2 MiB (one
+ *              sync), and one 64 MiB copy
+ *
+ * Usage: vmm-driver-probe [N] [T].  JSON lines on stdout.  Exit 77 without a
+ * GPU, 1 when a driver call fails.
+ */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_driver.h"
+
+#define MiB ((size_t)1 << 20)
+
+static const cu_driver_t *cu;
+static CUcontext ctx;
+static CUmemAllocationProp prop;
+static CUmemAccessDesc acc;
+static size_t g; /* granule */
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void check(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "vmm-driver-probe: %s: %s\n", what, cu_error_string(r));
+        exit(1);
+    }
+}
+
+static void report(const char *phase, const char *call, size_t n, double s)
+{
+    printf("{\"phase\": \"%s\", \"call\": \"%s\", \"n\": %zu, \"ms\": %.2f, \"us_per_call\": %.2f}\n",
+           phase, call, n, s * 1e3, s * 1e6 / (double)n);
+    fflush(stdout);
+}
+
+typedef struct job {
+    CUmemGenericAllocationHandle *h;
+    size_t lo, hi;
+    int create; /* 1: create h[lo..hi), 0: release them */
+} job_t;
+
+static void *worker(void *arg)
+{
+    job_t *j = arg;
+    check(cu->CtxPushCurrent(ctx), "push");
+    for (size_t i = j->lo; i < j->hi; i++) {
+        if (j->create)
+            check(cu->MemCreate(&j->h[i], g, &prop, 0), "create (thread)");
+        else
+            check(cu->MemRelease(j->h[i]), "release (thread)");
+    }
+    CUcontext c;
+    cu->CtxPopCurrent(&c);
+    return NULL;
+}
+
+static double threaded(CUmemGenericAllocationHandle *h, size_t n, int t, int create)
+{
+    pthread_t tid[64];
+    job_t job[64];
+    double t0 = now();
+    for (int i = 0; i < t; i++) {
+        job[i] = (job_t){h, n * (size_t)i / (size_t)t, n * (size_t)(i + 1) / (size_t)t, create};
+        if (pthread_create(&tid[i], NULL, worker, &job[i]) != 0)
+            worker(&job[i]), tid[i] = 0;
+    }
+    for (int i = 0; i < t; i++)
+        if (tid[i])
+            pthread_join(tid[i], NULL);
+    return now() - t0;
+}
+
+int main(int argc, char **argv)
+{
+    size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 2048;
+    int t = argc > 2 ? atoi(argv[2]) : 4;
+    if (t < 1 || t > 64 || n < 64) {
+        fprintf(stderr, "usage: vmm-driver-probe [N >= 64] [threads 1..64]\n");
+        return 2;
+    }
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0 || !(cu = cu_driver())) {
+        fprintf(stderr, "vmm-driver-probe: no CUDA device or driver\n");
+        return 77;
+    }
+    cudaFree(NULL);
+    CUdevice dev;
+    check(cu->DeviceGet(&dev, 0), "device");
+    check(cu->DevicePrimaryCtxRetain(&ctx, dev), "context");
+    check(cu->CtxPushCurrent(ctx), "push");
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    acc = (CUmemAccessDesc){{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    check(cu->MemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "gran");
+    if (g < 2 * MiB)
+        g = 2 * MiB;
+    size_t span = 3 * n * g;
+    CUdeviceptr va;
+    check(cu->MemAddressReserve(&va, span, 64 * MiB, 0, 0), "reserve");
+    CUmemGenericAllocationHandle *h = calloc(n, sizeof *h);
+    printf("{\"granule\": %zu, \"n\": %zu, \"threads\": %d}\n", g, n, t);
+
+    /* isolated */
+    double t0 = now();
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemCreate(&h[i], g, &prop, 0), "create");
+    double t1 = now();
+    report("isolated", "cuMemCreate 2 MiB", n, t1 - t0);
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemMap(va + 3 * i * g, g, 0, h[i], 0), "map");
+    double t2 = now();
+    report("isolated", "cuMemMap", n, t2 - t1);
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemSetAccess(va + 3 * i * g, g, &acc, 1), "access");
+    double t3 = now();
+    report("isolated", "cuMemSetAccess per mapping", n, t3 - t2);
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemRelease(h[i]), "release");
+    double t4 = now();
+    report("isolated", "cuMemRelease (still mapped)", n, t4 - t3);
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemUnmap(va + 3 * i * g, g), "unmap");
+    double t5 = now();
+    report("isolated", "cuMemUnmap (frees)", n, t5 - t4);
+    report("isolated", "all five", n, t5 - t0);
+
+    /* retained */
+    t0 = now();
+    for (size_t i = 0; i < n; i++) {
+        check(cu->MemCreate(&h[i], g, &prop, 0), "create");
+        check(cu->MemMap(va + i * g, g, 0, h[i], 0), "map");
+    }
+    t1 = now();
+    check(cu->MemSetAccess(va, n * g, &acc, 1), "access");
+    t2 = now();
+    report("retained", "create + map", n, t1 - t0);
+    report("retained", "one cuMemSetAccess over the run", 1, t2 - t1);
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemUnmap(va + i * g, g), "unmap");
+    t3 = now();
+    report("retained", "cuMemUnmap (handle held)", n, t3 - t2);
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemRelease(h[i]), "release");
+    t4 = now();
+    report("retained", "cuMemRelease (frees)", n, t4 - t3);
+
+    /* one-call */
+    for (size_t i = 0; i < n; i++) {
+        check(cu->MemCreate(&h[i], g, &prop, 0), "create");
+        check(cu->MemMap(va + i * g, g, 0, h[i], 0), "map");
+    }
+    check(cu->MemSetAccess(va, n * g, &acc, 1), "access");
+    t0 = now();
+    CUresult r = cu->MemUnmap(va, n * g);
+    t1 = now();
+    if (r == CUDA_SUCCESS) {
+        report("one-call", "one cuMemUnmap over the run (handles held)", n, t1 - t0);
+    } else {
+        printf("{\"phase\": \"one-call\", \"refused\": \"%s\"}\n", cu_error_string(r));
+        for (size_t i = 0; i < n; i++)
+            check(cu->MemUnmap(va + i * g, g), "unmap");
+    }
+    t1 = now();
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemRelease(h[i]), "release");
+    report("one-call", "cuMemRelease (frees)", n, now() - t1);
+
+    /* threads */
+    double s = threaded(h, n, t, 1);
+    char call[64];
+    snprintf(call, sizeof call, "cuMemCreate in %d threads", t);
+    report("threads", call, n, s);
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemMap(va + i * g, g, 0, h[i], 0), "map");
+    check(cu->MemSetAccess(va, n * g, &acc, 1), "access");
+    for (size_t i = 0; i < n; i++)
+        check(cu->MemUnmap(va + i * g, g), "unmap");
+    s = threaded(h, n, t, 0);
+    snprintf(call, sizeof call, "cuMemRelease (frees) in %d threads", t);
+    report("threads", call, n, s);
+
+    /* big */
+    size_t bn = n * g / (64 * MiB);
+    t0 = now();
+    for (size_t i = 0; i < bn; i++) {
+        check(cu->MemCreate(&h[i], 64 * MiB, &prop, 0), "create big");
+        check(cu->MemMap(va + i * 64 * MiB, 64 * MiB, 0, h[i], 0), "map big");
+        check(cu->MemRelease(h[i]), "release big");
+    }
+    check(cu->MemSetAccess(va, bn * 64 * MiB, &acc, 1), "access big");
+    t1 = now();
+    report("big", "64 MiB create + map + release, one access", bn, t1 - t0);
+    /* copies, while the big mappings are there */
+    CUstream st;
+    check(cu->StreamCreate(&st, CU_STREAM_NON_BLOCKING), "stream");
+    size_t half = bn / 2 * 64 * MiB, m = half / g;
+    check(cu->MemcpyAsync(va + half, va, 64 * MiB, st), "warm copy");
+    check(cu->StreamSynchronize(st), "sync");
+    t0 = now();
+    for (size_t i = 0; i < m; i++)
+        check(cu->MemcpyAsync(va + half + i * g, va + i * g, g, st), "copy 2 MiB");
+    t1 = now();
+    check(cu->StreamSynchronize(st), "sync");
+    t2 = now();
+    report("copies", "cuMemcpyAsync 2 MiB d2d (launch)", m, t1 - t0);
+    report("copies", "cuMemcpyAsync 2 MiB d2d (launch + wait)", m, t2 - t0);
+    t0 = now();
+    check(cu->MemcpyAsync(va + half, va, 64 * MiB, st), "copy 64 MiB");
+    check(cu->StreamSynchronize(st), "sync");
+    report("copies", "one 64 MiB d2d copy + wait", 1, now() - t0);
+    t0 = now();
+    for (size_t i = 0; i < bn; i++)
+        check(cu->MemUnmap(va + i * 64 * MiB, 64 * MiB), "unmap big");
+    report("big", "64 MiB cuMemUnmap (frees)", bn, now() - t0);
+    cu->StreamDestroy(st);
+    cu->MemAddressFree(va, span);
+    free(h);
+    return 0;
+}
