@@ -12,21 +12,16 @@ import subprocess
 import sys
 import tempfile
 
+import clitest
+from clitest import check
+
 REPLAY, PLOT = sys.argv[1], sys.argv[2]
 KEYS = ["trace", "ops", "ns_per_op", "peak_live", "peak_reserved", "frag", "spilled_allocs",
         "peak_host", "failed_allocs", "min_limit", "min_limit_ratio"]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def run(*args):
-    p = subprocess.run([REPLAY, *args], capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+    return clitest.run(REPLAY, *args)
 
 
 def write(path, text):
@@ -110,5 +105,4 @@ with tempfile.TemporaryDirectory() as d:
     rc, out, err = run("--backend", "cuda", "--repeat", "1", other)
     check(rc in (0, 1), f"cuda backend: exit {rc} (0 with a GPU, 1 without), never a crash")
 
-print(f"{len(failures)} failed checks" if failures else "all checks passed")
-sys.exit(1 if failures else 0)
+clitest.finish("replay-cli")

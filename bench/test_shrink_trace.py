@@ -10,23 +10,17 @@ import gzip
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
+import clitest
+from clitest import check
+
 TOOL = sys.argv[1]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def run(*args):
-    p = subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+    return clitest.run(TOOL, *args)
 
 
 with tempfile.TemporaryDirectory() as d:
@@ -86,5 +80,4 @@ with tempfile.TemporaryDirectory() as d:
     rc, _, _ = run("--backend", "vmm", trace)
     check(rc in (0, 77), "vmm: 0 on a GPU, 77 without one (got %d)" % rc)
 
-print("shrink-trace: %d checks failed" % len(failures) if failures else "shrink-trace: all checks passed")
-sys.exit(1 if failures else 0)
+clitest.finish("shrink-trace")
