@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "replay.h"
 #include "trace.h"
@@ -54,13 +53,6 @@ typedef struct probe {
     double total_s, max_s;
     size_t max_released;
 } probe_t;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The engine's regions granule by granule: 1 where a live chunk touches. */
 static shape_t shape_of(const bfc_arena_t *a)
@@ -122,9 +114,9 @@ static void at_point(probe_t *p, size_t i)
     backend_vmm_counters_t c0 = {0}, c1 = {0};
     int vmm = backend_vmm_counters(v->dev_backend, &c0) == 0;
 #endif
-    double t0 = now();
+    double t0 = vmem_now();
     vmem_status_t st = vmem_set_limit(v, s.footprint, &applied);
-    double t1 = now();
+    double t1 = vmem_now();
     if (st != VMEM_OK || applied > s.footprint) {
         fprintf(stderr, "vmem-shrink-trace: event %zu: the cut to %zu did not apply at once "
                         "(%s, held %zu)\n", i, s.footprint, vmem_strerror(st), applied);
@@ -250,6 +242,10 @@ int main(int argc, char **argv)
     void **ptrs = calloc(t.nslots ? t.nslots : 1, sizeof *ptrs);
     if (!ptrs || p.npoints == 0) {
         fprintf(stderr, "vmem-shrink-trace: %s: too short for %zu points\n", t.name, npoints);
+        free(ptrs);
+        free(p.points);
+        vmem_destroy(v);
+        trace_free(&t);
         return 2;
     }
     replay_ops_t ops = {v, op_alloc, op_free};

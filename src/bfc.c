@@ -958,7 +958,7 @@ static int arena_grow(bfc_arena_t *a, size_t need)
             uintptr_t start = hint ? (uintptr_t)hint : a->backend->range_base;
             size_t off = (size_t)(start - a->backend->range_base) % align;
             size_t up = align_up(off + size, align) - off;
-            if (up >= size && up <= room)
+            if (up <= room) /* up >= size: rounding only grows it */
                 size = up;
         }
         if (size > room)

@@ -82,27 +82,7 @@ if [ -n "${TRACES:-}" ]; then
             >"$OUT/replay-$backend.json" 2>"$OUT/replay-$backend.err" ||
             summary+=("vmem-replay --backend $backend: FAILED (see replay-$backend.err)")
     done
-    replay_rows=("$(python3 - "$OUT/replay-vmm.json" "$OUT/replay-sim-vmm.json" <<'PY'
-import json, sys
-rows = []
-for path in sys.argv[1:]:
-    try:
-        lines = open(path).read().splitlines()
-    except OSError:
-        continue
-    for line in lines:
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        ratio = r.get("min_limit_ratio")
-        rows.append("%-9s %-24s %9.1f %9.4f %10s %7s" % (
-            r.get("backend", "?"), r.get("trace", "?"), r.get("ns_per_op", float("nan")),
-            r.get("frag", float("nan")), "%.4f" % ratio if ratio is not None else "-",
-            "ok" if ratio is not None and ratio <= 1.03 else "MISSED"))
-print("\n".join(rows))
-PY
-)")
+    replay_rows=("$(python3 scripts/gpu/vmm_tables.py replay "$OUT/replay-vmm.json" "$OUT/replay-sim-vmm.json")")
 else
     summary+=("traces: none found (set TRACES)")
 fi
@@ -118,25 +98,7 @@ if [ -n "${TRACES:-}" ]; then
                 >"$OUT/shrink-trace-$name.json" 2>"$OUT/shrink-trace-$name.err"; then
             summary+=("vmem-shrink-trace $name: FAILED (see shrink-trace-$name.err)")
         fi
-        shrink_rows+=("$(python3 - "$OUT/shrink-trace-$name.json" <<'PY'
-import json, sys
-pts, tot = [], None
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    if "point" in r:
-        pts.append(r)
-    elif "trace" in r:
-        tot = r
-big = max(pts, key=lambda r: r["released"]) if pts else None
-if tot and big:
-    print("%-22s %3d %9.2f %9.1f %8.2f %10.2f %9.1f %6s" % (
-        tot["trace"], tot["points"], tot["released"] / 2**30, tot["ms"], tot["ms_per_gib"],
-        big["released"] / 2**30, big["ms"], "ok" if tot["max_ms"] < 100 else "MISSED"))
-PY
-)")
+        shrink_rows+=("$(python3 scripts/gpu/vmm_tables.py shrink "$OUT/shrink-trace-$name.json")")
     done
 fi
 run "$BUILD/tests/gpu/vmm-driver-probe" 2048 4 >"$OUT/driver-probe.json" 2>&1 ||
@@ -159,14 +121,5 @@ if [ ${#shrink_rows[@]} -gt 0 ]; then
     printf '%s\n' "${shrink_rows[@]}"
 fi
 echo
-python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        continue
-    if "call" in r:
-        print("driver %-9s %-48s %7.2f us/call" % (r["phase"], r["call"], r["us_per_call"]))
-' "$OUT/driver-probe.json"
+python3 scripts/gpu/vmm_tables.py probe "$OUT/driver-probe.json"
 [ $bench_rc -eq 0 ] && ! printf '%s\n' "${summary[@]}" | grep -q FAILED

@@ -30,20 +30,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cuda_driver.h"
 #include "vmem_internal.h"
 
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static int failures;
 
@@ -178,11 +170,11 @@ static void bench_shrink(size_t gib, int one_run)
     vmem_t *v = open_vmm(want, GiB);
     size_t g = v->dev_backend->granule, n = want / g;
     void **p = calloc(n, sizeof *p);
-    double t0 = now();
+    double t0 = vmem_now();
     for (size_t i = 0; i < n; i++)
         if (!(p[i] = vmem_alloc(v, g)))
             fail("grow: allocation failed");
-    double t1 = now();
+    double t1 = vmem_now();
     report("grow", (double)want, t1 - t0, "");
     for (size_t i = 0; i < n; i++)
         if (i % 3 != 0)
@@ -190,9 +182,9 @@ static void bench_shrink(size_t gib, int one_run)
     for (size_t i = 0; i < n; i += 3) /* the live granules keep their bytes */
         fill(p[i], g, (int)(i / 3 % 251) + 1);
     size_t live = (n + 2) / 3 * g, applied = 0;
-    t0 = now();
+    t0 = vmem_now();
     vmem_status_t st = vmem_set_limit(v, live, &applied);
-    t1 = now();
+    t1 = vmem_now();
     if (st != VMEM_OK || applied > live)
         fail("scattered shrink did not apply at once");
     report("shrink scattered", (double)(want - applied), t1 - t0, "< 100 ms for 8 GiB");
@@ -217,9 +209,9 @@ static void bench_shrink(size_t gib, int one_run)
         fail("one-run setup failed");
     vmem_free(v, big);
     size_t held = v->dev.held;
-    t0 = now();
+    t0 = vmem_now();
     st = vmem_set_limit(v, g, &applied);
-    t1 = now();
+    t1 = vmem_now();
     if (st != VMEM_OK)
         fail("one-run shrink did not apply at once");
     report("shrink one run", (double)(held - applied), t1 - t0, "< 100 ms for 8 GiB");
@@ -247,9 +239,9 @@ static void bench_moves(size_t gib)
         return;
     }
     fill(d, base, 0x11);
-    double t0 = now();
+    double t0 = vmem_now();
     void *s = vmem_alloc(v, bytes); /* past the limit: host memory in place */
-    double t1 = now();
+    double t1 = vmem_now();
     if (!s || v->dev.host_in_use < bytes) {
         fail("spill in place");
         vmem_destroy(v);
@@ -258,9 +250,9 @@ static void bench_moves(size_t gib)
     report("spill (host granules)", (double)bytes, t1 - t0, "");
     fill(s, bytes, 0x5a);
     vmem_set_limit(v, base + bytes + GiB, NULL);
-    t0 = now();
+    t0 = vmem_now();
     vmem_step_end(v);
-    t1 = now();
+    t1 = vmem_now();
     if (v->dev.held_host != 0)
         fail("bring back left host memory");
     report("back host->device", (double)bytes, t1 - t0, ">= 25 GB/s");
@@ -268,17 +260,17 @@ static void bench_moves(size_t gib)
     verify(d, base, 0x11, "device block after bring back");
     /* Shrink below the live bytes: the oldest block (d) and part of s go. */
     vmem_set_limit(v, base, NULL);
-    t0 = now();
+    t0 = vmem_now();
     vmem_step_end(v);
-    t1 = now();
+    t1 = vmem_now();
     size_t evicted = v->dev.held_host;
     report("evict device->host", (double)evicted, t1 - t0, "");
     verify(s, bytes, 0x5a, "after eviction");
     verify(d, base, 0x11, "device block after eviction");
     vmem_set_limit(v, base + bytes + GiB, NULL);
-    t0 = now();
+    t0 = vmem_now();
     vmem_step_end(v);
-    t1 = now();
+    t1 = vmem_now();
     report("back again host->device", (double)evicted, t1 - t0, ">= 25 GB/s");
     verify(s, bytes, 0x5a, "after the second bring back");
     verify(d, base, 0x11, "device block at the end");
@@ -300,9 +292,9 @@ static void bench_copy(size_t gib)
         return;
     }
     cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice); /* warm */
-    double t0 = now();
+    double t0 = vmem_now();
     cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
-    double t1 = now();
+    double t1 = vmem_now();
     report("cudaMemcpy pinned->device", (double)bytes, t1 - t0, "(reference)");
     cudaFree(d);
     cudaFreeHost(h);
@@ -330,7 +322,7 @@ static void bench_handles(size_t handle)
         return;
     }
     CUmemGenericAllocationHandle *h = calloc(n, sizeof *h);
-    double t0 = now();
+    double t0 = vmem_now();
     for (size_t i = 0; i < n; i++) {
         if (cu->MemCreate(&h[i], handle, &prop, 0) != CUDA_SUCCESS ||
             cu->MemMap(va + i * handle, handle, 0, h[i], 0) != CUDA_SUCCESS) {
@@ -340,12 +332,12 @@ static void bench_handles(size_t handle)
         }
     }
     cu->MemSetAccess(va, n * handle, &acc, 1);
-    double t1 = now();
+    double t1 = vmem_now();
     for (size_t i = 0; i < n; i++) {
         cu->MemUnmap(va + i * handle, handle);
         cu->MemRelease(h[i]);
     }
-    double t2 = now();
+    double t2 = vmem_now();
     cu->MemAddressFree(va, total);
     free(h);
     char name[48];

@@ -29,9 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cuda_driver.h"
+#include "vmem_internal.h" /* vmem_now */
 
 #define MiB ((size_t)1 << 20)
 
@@ -40,13 +40,6 @@ static CUcontext ctx;
 static CUmemAllocationProp prop;
 static CUmemAccessDesc acc;
 static size_t g; /* granule */
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void check(CUresult r, const char *what)
 {
@@ -88,7 +81,7 @@ static double threaded(CUmemGenericAllocationHandle *h, size_t n, int t, int cre
 {
     pthread_t tid[64];
     job_t job[64];
-    double t0 = now();
+    double t0 = vmem_now();
     for (int i = 0; i < t; i++) {
         job[i] = (job_t){h, n * (size_t)i / (size_t)t, n * (size_t)(i + 1) / (size_t)t, create};
         if (pthread_create(&tid[i], NULL, worker, &job[i]) != 0)
@@ -97,7 +90,7 @@ static double threaded(CUmemGenericAllocationHandle *h, size_t n, int t, int cre
     for (int i = 0; i < t; i++)
         if (tid[i])
             pthread_join(tid[i], NULL);
-    return now() - t0;
+    return vmem_now() - t0;
 }
 
 int main(int argc, char **argv)
@@ -132,47 +125,47 @@ int main(int argc, char **argv)
     printf("{\"granule\": %zu, \"n\": %zu, \"threads\": %d}\n", g, n, t);
 
     /* isolated */
-    double t0 = now();
+    double t0 = vmem_now();
     for (size_t i = 0; i < n; i++)
         check(cu->MemCreate(&h[i], g, &prop, 0), "create");
-    double t1 = now();
+    double t1 = vmem_now();
     report("isolated", "cuMemCreate 2 MiB", n, t1 - t0);
     for (size_t i = 0; i < n; i++)
         check(cu->MemMap(va + 3 * i * g, g, 0, h[i], 0), "map");
-    double t2 = now();
+    double t2 = vmem_now();
     report("isolated", "cuMemMap", n, t2 - t1);
     for (size_t i = 0; i < n; i++)
         check(cu->MemSetAccess(va + 3 * i * g, g, &acc, 1), "access");
-    double t3 = now();
+    double t3 = vmem_now();
     report("isolated", "cuMemSetAccess per mapping", n, t3 - t2);
     for (size_t i = 0; i < n; i++)
         check(cu->MemRelease(h[i]), "release");
-    double t4 = now();
+    double t4 = vmem_now();
     report("isolated", "cuMemRelease (still mapped)", n, t4 - t3);
     for (size_t i = 0; i < n; i++)
         check(cu->MemUnmap(va + 3 * i * g, g), "unmap");
-    double t5 = now();
+    double t5 = vmem_now();
     report("isolated", "cuMemUnmap (frees)", n, t5 - t4);
     report("isolated", "all five", n, t5 - t0);
 
     /* retained */
-    t0 = now();
+    t0 = vmem_now();
     for (size_t i = 0; i < n; i++) {
         check(cu->MemCreate(&h[i], g, &prop, 0), "create");
         check(cu->MemMap(va + i * g, g, 0, h[i], 0), "map");
     }
-    t1 = now();
+    t1 = vmem_now();
     check(cu->MemSetAccess(va, n * g, &acc, 1), "access");
-    t2 = now();
+    t2 = vmem_now();
     report("retained", "create + map", n, t1 - t0);
     report("retained", "one cuMemSetAccess over the run", 1, t2 - t1);
     for (size_t i = 0; i < n; i++)
         check(cu->MemUnmap(va + i * g, g), "unmap");
-    t3 = now();
+    t3 = vmem_now();
     report("retained", "cuMemUnmap (handle held)", n, t3 - t2);
     for (size_t i = 0; i < n; i++)
         check(cu->MemRelease(h[i]), "release");
-    t4 = now();
+    t4 = vmem_now();
     report("retained", "cuMemRelease (frees)", n, t4 - t3);
 
     /* one-call */
@@ -181,9 +174,9 @@ int main(int argc, char **argv)
         check(cu->MemMap(va + i * g, g, 0, h[i], 0), "map");
     }
     check(cu->MemSetAccess(va, n * g, &acc, 1), "access");
-    t0 = now();
+    t0 = vmem_now();
     CUresult r = cu->MemUnmap(va, n * g);
-    t1 = now();
+    t1 = vmem_now();
     if (r == CUDA_SUCCESS) {
         report("one-call", "one cuMemUnmap over the run (handles held)", n, t1 - t0);
     } else {
@@ -191,10 +184,10 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             check(cu->MemUnmap(va + i * g, g), "unmap");
     }
-    t1 = now();
+    t1 = vmem_now();
     for (size_t i = 0; i < n; i++)
         check(cu->MemRelease(h[i]), "release");
-    report("one-call", "cuMemRelease (frees)", n, now() - t1);
+    report("one-call", "cuMemRelease (frees)", n, vmem_now() - t1);
 
     /* threads */
     double s = threaded(h, n, t, 1);
@@ -212,14 +205,14 @@ int main(int argc, char **argv)
 
     /* big */
     size_t bn = n * g / (64 * MiB);
-    t0 = now();
+    t0 = vmem_now();
     for (size_t i = 0; i < bn; i++) {
         check(cu->MemCreate(&h[i], 64 * MiB, &prop, 0), "create big");
         check(cu->MemMap(va + i * 64 * MiB, 64 * MiB, 0, h[i], 0), "map big");
         check(cu->MemRelease(h[i]), "release big");
     }
     check(cu->MemSetAccess(va, bn * 64 * MiB, &acc, 1), "access big");
-    t1 = now();
+    t1 = vmem_now();
     report("big", "64 MiB create + map + release, one access", bn, t1 - t0);
     /* copies, while the big mappings are there */
     CUstream st;
@@ -227,22 +220,22 @@ int main(int argc, char **argv)
     size_t half = bn / 2 * 64 * MiB, m = half / g;
     check(cu->MemcpyAsync(va + half, va, 64 * MiB, st), "warm copy");
     check(cu->StreamSynchronize(st), "sync");
-    t0 = now();
+    t0 = vmem_now();
     for (size_t i = 0; i < m; i++)
         check(cu->MemcpyAsync(va + half + i * g, va + i * g, g, st), "copy 2 MiB");
-    t1 = now();
+    t1 = vmem_now();
     check(cu->StreamSynchronize(st), "sync");
-    t2 = now();
+    t2 = vmem_now();
     report("copies", "cuMemcpyAsync 2 MiB d2d (launch)", m, t1 - t0);
     report("copies", "cuMemcpyAsync 2 MiB d2d (launch + wait)", m, t2 - t0);
-    t0 = now();
+    t0 = vmem_now();
     check(cu->MemcpyAsync(va + half, va, 64 * MiB, st), "copy 64 MiB");
     check(cu->StreamSynchronize(st), "sync");
-    report("copies", "one 64 MiB d2d copy + wait", 1, now() - t0);
-    t0 = now();
+    report("copies", "one 64 MiB d2d copy + wait", 1, vmem_now() - t0);
+    t0 = vmem_now();
     for (size_t i = 0; i < bn; i++)
         check(cu->MemUnmap(va + i * 64 * MiB, 64 * MiB), "unmap big");
-    report("big", "64 MiB cuMemUnmap (frees)", bn, now() - t0);
+    report("big", "64 MiB cuMemUnmap (frees)", bn, vmem_now() - t0);
     cu->StreamDestroy(st);
     cu->MemAddressFree(va, span);
     free(h);
