@@ -292,6 +292,14 @@ typedef struct vmem_stats {
     int perf;                   /* performance share in percent (100: no pacing) */
     int shrink_pending;         /* 1 while a shrink waits for frees (pending_limit
                                    is then its target, which may be 0) */
+    /* Where the initial limit (and, unless start_cap was set, the start cap)
+     * came from: "VMEM_LIMIT", "config" (vmem_config_t.limit), the variable
+     * of a GPU-sharing device plugin ("CUDA_DEVICE_MEMORY_LIMIT_<device>" or
+     * "CUDA_DEVICE_MEMORY_LIMIT"), "device" (the device's free memory) or
+     * "start_cap" (a default stopped at the start cap).  Owned by the
+     * instance; valid while it lives. */
+    const char *limit_source;
+    int device;                 /* the CUDA device ordinal of the instance */
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

@@ -68,6 +68,7 @@ struct vmem {
     struct control *control;
     _Atomic int perf;
     _Atomic int stats_failing;  /* the last statistics file write failed */
+    char limit_source[48];      /* where the initial limit came from (stats) */
 };
 
 /* log.c */
@@ -127,6 +128,14 @@ vmem_status_t backend_cuda_pci_bus_id(int device, char *buf, size_t len);
 
 /* stats.c */
 vmem_status_t stats_write_file(vmem_t *v, const char *path);
+
+/* options.c: the initial device limit of cfg and where it comes from
+ * (source: "VMEM_LIMIT", "config", "CUDA_DEVICE_MEMORY_LIMIT_<device>",
+ * "CUDA_DEVICE_MEMORY_LIMIT", or "device" with *limit 0: the device's free
+ * memory).  The plugin variables are read only when cfg->limit is 0.
+ * VMEM_ERR_ENV (logged) if a plugin variable is malformed. */
+vmem_status_t options_limit_default(const vmem_config_t *cfg, size_t *limit, char *source,
+                                    size_t len);
 
 /* backend_cuda.c: waits for the work queued on a stream (no-op without CUDA) */
 void backend_stream_sync(void *stream);
