@@ -111,6 +111,7 @@ typedef struct control_status {
     int has_limit;       /* the last good file set "limit" (or mem_limit) */
     size_t limit;
     int perf;            /* last good file's perf, -1 if it set none */
+    uint64_t rescans;    /* changes found by the identity re-check, not by an event */
 } control_status_t;
 vmem_status_t control_get_status(vmem_t *v, control_status_t *out);
 
