@@ -121,6 +121,8 @@ def main():
     ap.add_argument("--stop-file", help="with --batch: stop once this file exists")
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--image-size", type=int, default=160)
+    ap.add_argument("--max-seconds", type=float, default=0,
+                    help="stop after this long even if phases remain (0: no cap)")
     ap.add_argument("--log", required=True, help="JSON lines, one per step")
     a = ap.parse_args()
     if bool(a.phases) == bool(a.batch):
@@ -135,6 +137,8 @@ def main():
         n = 0
         while nsteps == 0 or n < nsteps:
             if a.stop_file and os.path.exists(a.stop_file):
+                break
+            if a.max_seconds and time.time() - t0 > a.max_seconds:
                 break
             s0 = time.perf_counter()
             loss = work.step(batch)

@@ -77,6 +77,8 @@ def main():
     ap.add_argument("--opp-batch", type=int, required=True)
     ap.add_argument("--opp-seconds", type=float, default=30)
     ap.add_argument("--opp-delay-steps", type=int, default=8)
+    ap.add_argument("--hp-max-seconds", type=float, default=0,
+                    help="cap on the high-priority job's run (0: none)")
     ap.add_argument("--mode", choices=["torch", "sim"], default="torch")
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--image-size", type=int, default=160)
@@ -122,7 +124,7 @@ def main():
     procs = {}
     t0 = time.time()
     if a.config != "opp-alone":
-        procs["hp"] = job("hp", ["--phases", a.hp_phases])
+        procs["hp"] = job("hp", ["--phases", a.hp_phases, "--max-seconds", str(a.hp_max_seconds)])
     if a.config in ("dynamic", "static"):
         while procs["hp"].poll() is None and len(read_log(files["hp"]["log.jsonl"])) < \
                 a.opp_delay_steps:
