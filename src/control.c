@@ -526,8 +526,13 @@ static void file_read(struct control *c, int initial)
         vmem_log(c->v, VMEM_LOG_INFO, "control file %s: new setting: %s%s", c->path, what,
                  c->v->cfg.control_immediate || initial ? "" : "; applied at the next step end");
     }
-    if (changed && c->v->cfg.control_immediate && !initial)
+    if (changed && c->v->cfg.control_immediate && !initial) {
         control_apply_pending(c->v);
+        /* a job suspended at perf 0 writes no statistics at step ends: the
+         * scheduler would not see a cut it asked for take effect */
+        if (c->v->stats_file)
+            stats_write_file(c->v, c->v->stats_file);
+    }
 }
 
 /* ------------------------------------------------------------------------ */

@@ -26,6 +26,7 @@ VMEMCTL = os.path.join(ROOT, BUILD, "tools", "vmemctl")
 HP_PHASES = os.environ.get("TWO_JOBS_HP_PHASES", "32:40,96:40,192:40")
 OPP_BATCH = os.environ.get("TWO_JOBS_OPP_BATCH", "96")
 MODEL = os.environ.get("TWO_JOBS_MODEL", "resnet50")
+MODE = os.environ.get("TWO_JOBS_MODE", "torch")  # sim: a dry run of this script on the CPU
 CAP_S = os.environ.get("TWO_JOBS_HP_MAX_SECONDS", "50")
 MiB = 1 << 20
 
@@ -33,7 +34,7 @@ MiB = 1 << 20
 def run(config, budget, extra=()):
     out = os.path.join(OUT, config)
     cmd = [sys.executable, os.path.join(ROOT, "examples", "two_jobs", "run_pair.py"),
-           "--config", config, "--out", out, "--budget", str(budget), "--mode", "torch",
+           "--config", config, "--out", out, "--budget", str(budget), "--mode", MODE,
            "--hp-phases", HP_PHASES, "--opp-batch", OPP_BATCH, "--model", MODEL,
            "--vmemctl", VMEMCTL, "--hp-max-seconds", CAP_S] + list(extra)
     print("== %s: %s" % (config, " ".join(cmd)), flush=True)

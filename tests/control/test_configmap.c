@@ -193,3 +193,58 @@ Test(control_configmap, scheduler_write_and_rename_is_seen_by_the_directory_watc
     free(ctl);
     tree_remove(dir);
 }
+
+/* ------------------------------------------------------------------------ */
+/* A cut reaching a suspended job (the example scheduler's case)            */
+/* ------------------------------------------------------------------------ */
+
+static void *step_end_main(void *arg)
+{
+    vmem_step_end(arg);
+    return NULL;
+}
+
+/* The limit the statistics file states, 0 if unreadable. */
+static size_t stats_file_limit(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *k = strstr(buf, "\"limit\":");
+    return k ? (size_t)strtoull(k + 8, NULL, 10) : 0;
+}
+
+Test(control_configmap, immediate_cut_of_a_suspended_job_shows_in_its_statistics,
+     .timeout = 60)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json"), *stats = path_join(dir, "stats.json");
+    file_put_atomic(ctl, "{\"perf\": 0}");
+    vmem_t *v = instance_make(1 * GiB, ctl, stats, NULL, 1);
+    void *p = vmem_alloc(v, 600 * MiB);
+    cr_assert_not_null(p);
+    vmem_free(v, p); /* the step's memory is given back before its end */
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, step_end_main, v), 0);
+    cr_assert(WAIT_FOR(status_of(v).suspended == 1), "the job never suspended");
+    cr_assert_eq(stats_file_limit(stats), 1 * GiB);
+    /* the scheduler cuts the suspended job: it writes no step-end statistics,
+     * so the file must be rewritten when the cut is applied */
+    file_put_atomic(ctl, "{\"perf\": 0, \"limit\": \"128M\"}");
+    cr_assert(WAIT_FOR(stats_file_limit(stats) == 128 * MiB),
+              "the statistics file never showed the cut of the suspended job");
+    cr_assert_eq(status_of(v).suspended, 1, "the job must still be suspended");
+    vmem_stats_t s = {.size = sizeof s};
+    cr_assert_eq(vmem_get_stats(v, &s), VMEM_OK);
+    cr_assert_leq(s.device_held, 128 * MiB);
+    file_put_atomic(ctl, "{\"perf\": 100, \"limit\": \"128M\"}");
+    pthread_join(t, NULL);
+    vmem_destroy(v);
+    free(ctl);
+    free(stats);
+    tree_remove(dir);
+}
