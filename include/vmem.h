@@ -328,6 +328,14 @@ typedef struct vmem_stats {
                                    (0 before the second read) */
     uint64_t device_trims;      /* growths that first gave free memory back */
     uint64_t device_trimmed;    /* bytes those trims gave back */
+    /* Where the initial limit (and, unless start_cap was set, the start cap)
+     * came from: "VMEM_LIMIT", "config" (vmem_config_t.limit), the variable
+     * of a GPU-sharing device plugin ("CUDA_DEVICE_MEMORY_LIMIT_<device>" or
+     * "CUDA_DEVICE_MEMORY_LIMIT"), "device" (the device's free memory) or
+     * "start_cap" (a default stopped at the start cap).  Owned by the
+     * instance; valid while it lives. */
+    const char *limit_source;
+    int device;                 /* the CUDA device ordinal of the instance */
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

@@ -72,6 +72,8 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.device_unused_mean = now > v->unused_t0 ? v->unused_integral / (now - v->unused_t0) : 0.0;
     s.device_trims = v->dev.trims;
     s.device_trimmed = v->dev.trimmed;
+    s.limit_source = v->limit_source;
+    s.device = v->cfg.device;
     pthread_mutex_unlock(&v->lock);
     memcpy(out, &s, s.size);
     return VMEM_OK;
@@ -122,6 +124,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)(s.last_step_seconds * 1e6 + 0.5));
     jprintf(&j, ",\"limit\":%zu,\"pendingLimit\":%zu,\"shrinkPending\":%s,\"startCap\":%zu",
             s.limit, s.pending_limit, s.shrink_pending ? "true" : "false", s.start_cap);
+    jprintf(&j, ",\"limitSource\":\"%s\",\"device\":%d", s.limit_source, s.device);
     jprintf(&j, ",\"deviceHeld\":%zu,\"deviceInUse\":%zu,\"deviceRequested\":%zu", s.device_held,
             s.device_in_use, s.device_requested);
     jprintf(&j, ",\"devicePeakHeld\":%zu,\"devicePeakInUse\":%zu,\"deviceRegions\":%zu",

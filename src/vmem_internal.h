@@ -75,6 +75,7 @@ struct vmem {
     struct control *control;
     _Atomic int perf;
     _Atomic int stats_failing;  /* the last statistics file write failed */
+    char limit_source[48];      /* where the initial limit came from (stats) */
 };
 
 /* log.c */
@@ -117,6 +118,7 @@ typedef struct control_status {
     int has_limit;       /* the last good file set "limit" (or mem_limit) */
     size_t limit;
     int perf;            /* last good file's perf, -1 if it set none */
+    uint64_t rescans;    /* changes found by the identity re-check, not by an event */
 } control_status_t;
 vmem_status_t control_get_status(vmem_t *v, control_status_t *out);
 
@@ -134,6 +136,14 @@ vmem_status_t backend_cuda_pci_bus_id(int device, char *buf, size_t len);
 
 /* stats.c */
 vmem_status_t stats_write_file(vmem_t *v, const char *path);
+
+/* options.c: the initial device limit of cfg and where it comes from
+ * (source: "VMEM_LIMIT", "config", "CUDA_DEVICE_MEMORY_LIMIT_<device>",
+ * "CUDA_DEVICE_MEMORY_LIMIT", or "device" with *limit 0: the device's free
+ * memory).  The plugin variables are read only when cfg->limit is 0.
+ * VMEM_ERR_ENV (logged) if a plugin variable is malformed. */
+vmem_status_t options_limit_default(const vmem_config_t *cfg, size_t *limit, char *source,
+                                    size_t len);
 
 /* backend_cuda.c: waits for the work queued on a stream (no-op without CUDA) */
 void backend_stream_sync(void *stream);
