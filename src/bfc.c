@@ -85,23 +85,23 @@ static unsigned bin_next(const bfc_arena_t *a, unsigned b)
     return (w << 6) + (unsigned)__builtin_ctzll(a->bitmap[w]);
 }
 
-static int tag_ok(uintptr_t chunk_tag, uintptr_t tag)
+static int stream_ok(uintptr_t chunk_stream, uintptr_t stream)
 {
-    return chunk_tag == 0 || chunk_tag == tag;
+    return chunk_stream == 0 || chunk_stream == stream;
 }
 
 /* A free chunk of a dedicated region serves a request only if the request
  * fills all but 1/DEDICATED_SLACK of it. */
 #define DEDICATED_SLACK 4u
 
-/* Best fit: the smallest free chunk >= size usable by tag (ties: first seen),
+/* Best fit: the smallest free chunk >= size usable on stream (ties: first seen),
  * skipping chunks of dedicated regions that size would leave mostly empty. */
-static bfc_chunk_t *bin_find(const bfc_arena_t *a, size_t size, uintptr_t tag)
+static bfc_chunk_t *bin_find(const bfc_arena_t *a, size_t size, uintptr_t stream)
 {
     for (unsigned b = bin_next(a, bfc_bin_index(size)); b < BFC_NBINS; b = bin_next(a, b + 1)) {
         bfc_chunk_t *best = NULL;
         for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext) {
-            if (c->size < size || !tag_ok(c->tag, tag))
+            if (c->size < size || !stream_ok(c->stream, stream))
                 continue;
             if (c->region->dedicated && size < c->size - c->size / DEDICATED_SLACK)
                 continue;
@@ -375,7 +375,7 @@ static void held_sub(bfc_arena_t *a, uintptr_t lo, uintptr_t hi)
 }
 
 /* Merges the chunks of right into left (they touch: left ends at right's
- * base), coalescing the two boundary chunks if both are free with one tag. */
+ * base), coalescing the two boundary chunks if both are free with one stream key. */
 static void region_merge(bfc_arena_t *a, bfc_region_t *left, bfc_region_t *right)
 {
     bfc_chunk_t *tail = region_last(left);
@@ -388,7 +388,7 @@ static void region_merge(bfc_arena_t *a, bfc_region_t *left, bfc_region_t *right
     left->live += right->live;
     region_unlink(a, right);
     free(right);
-    if (!tail->in_use && !head->in_use && tail->tag == head->tag) {
+    if (!tail->in_use && !head->in_use && tail->stream == head->stream) {
         bin_remove(a, tail);
         bin_remove(a, head);
         tail->size += head->size;
@@ -416,7 +416,7 @@ static int region_add_backed(bfc_arena_t *a, uintptr_t base, size_t size, int ho
     c->addr = base;
     c->size = size;
     c->region = r;
-    c->tag = host ? BFC_TAG_HOST : 0;
+    c->stream = host ? BFC_STREAM_HOST : 0;
     region_link(a, r);
     bin_insert(a, c);
     if (host) {
@@ -446,7 +446,7 @@ static int region_add(bfc_arena_t *a, uintptr_t base, size_t size)
 static void region_release(bfc_arena_t *a, bfc_region_t *r)
 {
     /* Empty, but possibly still cut into free chunks of different stream
-     * tags (they do not coalesce): all of them go back together. */
+     * keys (they do not coalesce): all of them go back together. */
     assert(r->live == 0);
     for (bfc_chunk_t *c = r->first, *n; c; c = n) {
         n = c->next;
@@ -491,7 +491,7 @@ static int region_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t 
         if (right_chunk) {
             right_chunk->addr = hi;
             right_chunk->size = cend - hi;
-            right_chunk->tag = c->tag;
+            right_chunk->stream = c->stream;
             right_chunk->next = after;
             if (after)
                 after->prev = right_chunk;
@@ -575,19 +575,19 @@ static uintptr_t backing_run_end(const bfc_arena_t *a, uintptr_t p, uintptr_t en
 }
 
 /* Settles the free chunk c (in its bin) after frees or moves: it is cut
- * where the backing changes, pieces on host get BFC_TAG_HOST and pieces on
- * the device tag 0 (or keep their stream's tag), and each merges with free
- * neighbours of its tag.  Free host memory stays mapped for later spills
+ * where the backing changes, pieces on host get BFC_STREAM_HOST and pieces on
+ * the device stream key 0 (or keep their stream), and each merges with free
+ * neighbours of its key.  Free host memory stays mapped for later spills
  * (pinning host memory is slow) until bfc_release_host or the step
- * boundary gives it back.  A stream's tag may be dropped on host memory:
+ * boundary gives it back.  A stream key may be dropped on host memory:
  * only spills take it, and they come after the caller waited for every
  * stream (bfc_alloc_spill).  Returns the chunk now holding c's start. */
 static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
 {
-    uintptr_t stream = c->tag == BFC_TAG_HOST ? 0 : c->tag;
+    uintptr_t stream = c->stream == BFC_STREAM_HOST ? 0 : c->stream;
     bin_remove(a, c);
-    /* Cut first (pieces stay out of the bins), tag, then merge: neighbouring
-     * pieces lie on different backings, so carry different tags. */
+    /* Cut first (pieces stay out of the bins), key, then merge: neighbouring
+     * pieces lie on different backings, so carry different keys. */
     bfc_chunk_t *last = c;
     for (;;) {
         uintptr_t end = last->addr + last->size;
@@ -596,9 +596,9 @@ static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
         int host = granule_on_host(a, align_down(last->addr, a->granule));
         /* A piece that could not be cut off keeps everything it spans off
          * ordinary allocations. */
-        last->tag = host || (cut < end && !rest) ? BFC_TAG_HOST : stream;
+        last->stream = host || (cut < end && !rest) ? BFC_STREAM_HOST : stream;
         if (!rest) {
-            if (last != c && last->prev->tag == last->tag) {
+            if (last != c && last->prev->stream == last->stream) {
                 bfc_chunk_t *p = last->prev;
                 p->size += last->size;
                 p->next = last->next;
@@ -634,7 +634,7 @@ static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
 }
 
 /* Settles every free chunk that touches host memory or carries
- * BFC_TAG_HOST (after tags were cleared or granules moved). */
+ * BFC_STREAM_HOST (after stream keys were cleared or granules moved). */
 static void arena_settle_host(bfc_arena_t *a)
 {
     uintptr_t resume = 0; /* everything below is settled */
@@ -648,7 +648,7 @@ static void arena_settle_host(bfc_arena_t *a)
                     continue;
                 int device;
                 size_t host = span_host_bytes(a, c->addr, c->size, &device);
-                if ((c->tag != BFC_TAG_HOST && host) || (c->tag == BFC_TAG_HOST && device)) {
+                if ((c->stream != BFC_STREAM_HOST && host) || (c->stream == BFC_STREAM_HOST && device)) {
                     found = c;
                     break;
                 }
@@ -689,7 +689,7 @@ static void arena_release_host(bfc_arena_t *a)
         resume = found->addr + found->size;
         chunk_release_host(a, found);
     }
-    /* Empty regions cut into free chunks of different tags: the granules
+    /* Empty regions cut into free chunks of different stream keys: the granules
      * no chunk covers whole go back with the region. */
     for (bfc_region_t *r = a->regions, *n; r && a->held_host; r = n) {
         n = r->next;
@@ -712,7 +712,7 @@ static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi
         r->addr = lo;
         r->size = c->addr + c->size - lo;
         r->region = c->region;
-        r->tag = c->tag;
+        r->stream = c->stream;
         r->prev = c;
         r->next = c->next;
         if (c->next)
@@ -751,8 +751,8 @@ static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi
 }
 
 /* A run of whole free granules of device memory: [lo, hi) lies inside
- * consecutive free chunks starting with run (one tag, or several: stream
- * tags may cut a free granule, and giving memory back waits for the
+ * consecutive free chunks starting with run (one stream key, or several: stream
+ * keys may cut a free granule, and giving memory back waits for the
  * device anyway). */
 typedef struct hole {
     bfc_chunk_t *run;
@@ -778,13 +778,13 @@ static hole_t *holes_find(const bfc_arena_t *a, size_t *n)
     *n = 0;
     for (bfc_region_t *r = a->regions; r; r = r->next) {
         for (bfc_chunk_t *c = r->first; c;) {
-            if (c->in_use || c->tag == BFC_TAG_HOST) {
+            if (c->in_use || c->stream == BFC_STREAM_HOST) {
                 c = c->next;
                 continue;
             }
             bfc_chunk_t *run = c;
             uintptr_t end = c->addr;
-            for (; c && !c->in_use && c->tag != BFC_TAG_HOST; c = c->next)
+            for (; c && !c->in_use && c->stream != BFC_STREAM_HOST; c = c->next)
                 end = c->addr + c->size;
             uintptr_t lo = align_up(run->addr, g), hi = align_down(end, g);
             if (hi <= lo)
@@ -809,7 +809,7 @@ static hole_t *holes_find(const bfc_arena_t *a, size_t *n)
 size_t bfc_release(bfc_arena_t *a, size_t target)
 {
     size_t before = a->held;
-    /* Device memory only: free host memory (BFC_TAG_HOST) is kept for
+    /* Device memory only: free host memory (BFC_STREAM_HOST) is kept for
      * spills, see bfc_release_host.  Whole empty regions first, largest
      * first.  One batch: the backend waits for the device once. */
     backend_release_batch(a->backend, 1);
@@ -845,7 +845,7 @@ again:
         }
         free(h);
         /* A punch may have left an empty region behind (free chunks of
-         * different stream tags, none holding a whole granule). */
+         * different stream keys, none holding a whole granule). */
         if (punched && a->held > target)
             goto again;
     }
@@ -934,7 +934,7 @@ static int arena_grow(bfc_arena_t *a, size_t need)
             last = last->next;
         hint = (void *)(last->base + last->size);
         bfc_chunk_t *tail = region_last(last);
-        if (!tail->in_use && tail->tag == 0)
+        if (!tail->in_use && tail->stream == 0)
             credit = tail->size;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -1000,19 +1000,19 @@ static int arena_grow(bfc_arena_t *a, size_t need)
     return 0;
 }
 
-void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
+void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
 {
     size_t rs = bfc_round(size);
     if (rs == 0) {
         a->last_fail = BFC_FAIL_SIZE;
         return NULL;
     }
-    bfc_chunk_t *c = bin_find(a, rs, tag);
+    bfc_chunk_t *c = bin_find(a, rs, stream);
     if (!c) {
         /* A grow that failed may still have added a region (placed away
          * from the tail it was to extend) that serves the request. */
         int grew = arena_grow(a, rs) == 0;
-        c = bin_find(a, rs, tag);
+        c = bin_find(a, rs, stream);
         if (!c) {
             if (grew)
                 a->last_fail = BFC_FAIL_LIMIT;
@@ -1030,7 +1030,7 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
             rest->addr = c->addr + rs;
             rest->size = c->size - rs;
             rest->region = c->region;
-            rest->tag = c->tag;
+            rest->stream = c->stream;
             rest->prev = c;
             rest->next = c->next;
             if (c->next)
@@ -1043,7 +1043,7 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
     c->in_use = 1;
     c->requested = size;
     c->seq = ++a->seq;
-    c->tag = 0;
+    c->stream = 0;
     c->region->live++;
     a->in_use += c->size;
     a->requested += size;
@@ -1055,11 +1055,11 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
     return (void *)c->addr;
 }
 
-/* Merges free chunk c with its free neighbours of the same tag. */
+/* Merges free chunk c with its free neighbours of the same stream key. */
 static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
 {
     bfc_chunk_t *n = c->next;
-    if (n && !n->in_use && n->tag == c->tag) {
+    if (n && !n->in_use && n->stream == c->stream) {
         bin_remove(a, n);
         c->size += n->size;
         c->next = n->next;
@@ -1068,7 +1068,7 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
         chunk_delete(a, n);
     }
     bfc_chunk_t *p = c->prev;
-    if (p && !p->in_use && p->tag == c->tag) {
+    if (p && !p->in_use && p->stream == c->stream) {
         bin_remove(a, p);
         p->size += c->size;
         p->next = c->next;
@@ -1080,7 +1080,7 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
     return c;
 }
 
-vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
+vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t stream, size_t *size)
 {
     bfc_chunk_t *c = map_del(&a->live, (uintptr_t)p);
     if (!c)
@@ -1096,7 +1096,7 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
     }
     c->in_use = 0;
     c->requested = 0;
-    c->tag = tag;
+    c->stream = stream;
     c->region->live--;
     c = chunk_coalesce(a, c);
     bin_insert(a, c);
@@ -1118,14 +1118,14 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
     return VMEM_OK;
 }
 
-void bfc_clear_tags(bfc_arena_t *a)
+void bfc_clear_streams(bfc_arena_t *a)
 {
     for (bfc_region_t *r = a->regions; r; r = r->next) {
         for (bfc_chunk_t *c = r->first; c; c = c->next) {
-            if (c->in_use || c->tag == 0)
+            if (c->in_use || c->stream == 0)
                 continue;
             bin_remove(a, c);
-            c->tag = 0;
+            c->stream = 0;
             c = chunk_coalesce(a, c);
             bin_insert(a, c);
         }
@@ -1164,13 +1164,13 @@ static size_t region_last_free_host(const bfc_arena_t *a)
     while (last->next)
         last = last->next;
     const bfc_chunk_t *tail = region_last((bfc_region_t *)last);
-    return !tail->in_use && tail->tag == BFC_TAG_HOST ? tail->size : 0;
+    return !tail->in_use && tail->stream == BFC_STREAM_HOST ? tail->size : 0;
 }
 
-void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_room)
+void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t stream, size_t host_room)
 {
     size_t rs = bfc_round(size), g = a->granule;
-    (void)tag; /* memory kept for spills belongs to no stream */
+    (void)stream; /* memory kept for spills belongs to no stream */
     if (rs == 0) {
         a->last_fail = BFC_FAIL_SIZE;
         return NULL;
@@ -1181,7 +1181,7 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_ro
     }
     /* Free host memory kept from earlier spills first, else new granules
      * at the end of the arena, joined to its free host tail if it has one. */
-    if (!bin_find(a, rs, BFC_TAG_HOST)) {
+    if (!bin_find(a, rs, BFC_STREAM_HOST)) {
         void *hint = NULL;
         size_t credit = 0;
         if (a->regions) {
@@ -1190,7 +1190,7 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_ro
                 last = last->next;
             hint = (void *)(last->base + last->size);
             bfc_chunk_t *tail = region_last(last);
-            if (!tail->in_use && tail->tag == BFC_TAG_HOST)
+            if (!tail->in_use && tail->stream == BFC_STREAM_HOST)
                 credit = tail->size;
         }
         for (;;) {
@@ -1227,7 +1227,7 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_ro
             break;
         }
     }
-    void *p = bfc_alloc(a, size, BFC_TAG_HOST);
+    void *p = bfc_alloc(a, size, BFC_STREAM_HOST);
     if (!p) {
         arena_release_host(a);
         return NULL;
@@ -1608,9 +1608,9 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
             if (c->host_bytes != (c->in_use ? hb : 0))
                 return fail(why, len, "chunk %#lx: host bytes %zu, granules say %zu",
                             (unsigned long)c->addr, c->host_bytes, c->in_use ? hb : 0);
-            if (!c->in_use && ((c->tag != BFC_TAG_HOST && hb) || (c->tag == BFC_TAG_HOST && !hb)))
-                return fail(why, len, "free chunk %#lx: tag %#lx with %zu bytes on host",
-                            (unsigned long)c->addr, (unsigned long)c->tag, hb);
+            if (!c->in_use && ((c->stream != BFC_STREAM_HOST && hb) || (c->stream == BFC_STREAM_HOST && !hb)))
+                return fail(why, len, "free chunk %#lx: stream %#lx with %zu bytes on host",
+                            (unsigned long)c->addr, (unsigned long)c->stream, hb);
             if (c->host_bytes) {
                 host_in_use += c->host_bytes;
                 host_requested += c->requested;
@@ -1635,7 +1635,7 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
                     x = x->fnext;
                 if (!x)
                     return fail(why, len, "free chunk %#lx not in its bin", (unsigned long)c->addr);
-                if (pc && !pc->in_use && pc->tag == c->tag)
+                if (pc && !pc->in_use && pc->stream == c->stream)
                     return fail(why, len, "free chunks %#lx and %#lx not coalesced",
                                 (unsigned long)pc->addr, (unsigned long)c->addr);
             }

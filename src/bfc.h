@@ -21,7 +21,7 @@
 #define BFC_SUB (1u << BFC_SUB_BITS)  /* sub-bins per power of two */
 #define BFC_NBINS 832u                /* covers sizes up to 2^63 */
 #define BFC_NWORDS ((BFC_NBINS + 63u) / 64u)
-#define BFC_TAG_HOST (~(uintptr_t)0)  /* free memory on host-backed granules, kept for spills */
+#define BFC_STREAM_HOST (~(uintptr_t)0)  /* free memory on host-backed granules, kept for spills */
 
 struct bfc_region;
 
@@ -34,12 +34,12 @@ struct bfc_region;
  *    exactly, linked in address order by prev/next (NULL at the region ends).
  *  - A free chunk is in exactly one bin, bin_index(size), linked by
  *    fprev/fnext; an in-use chunk is in the live map, keyed by addr.
- *  - No two neighbours are both free with the same tag (immediate coalescing).
+ *  - No two neighbours are both free with the same stream key (immediate coalescing).
  *  - requested > 0 iff in use.
  *  - host_bytes is 0 for a free chunk, and for an in-use one the bytes of
  *    it that lie on host-backed granules (see bfc_arena_t).
  *  - A free chunk touches a host-backed granule iff it is tagged
- *    BFC_TAG_HOST.  (Free memory on host-backed granules is kept for
+ *    BFC_STREAM_HOST.  (Free memory on host-backed granules is kept for
  *    spills: ordinary allocations never land there.)
  */
 typedef struct bfc_chunk {
@@ -49,7 +49,7 @@ typedef struct bfc_chunk {
     struct bfc_chunk *prev, *next;   /* address order within the region */
     struct bfc_chunk *fprev, *fnext; /* bin list (free) / pool list (unused) */
     struct bfc_region *region;
-    uintptr_t tag;                   /* free: stream that may reuse it at once (0: any) */
+    uintptr_t stream;                /* free: stream that may reuse it at once (0: any) */
     uint64_t seq;                    /* in use: allocation order (1 = oldest) */
     uint32_t bin;
     uint8_t in_use;
@@ -171,12 +171,12 @@ vmem_status_t bfc_init(bfc_arena_t *a, backend_t *b, const bfc_params_t *p, size
 size_t bfc_fini(bfc_arena_t *a);
 
 /* Allocates; NULL on failure with a->last_fail set. */
-void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag);
+void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream);
 
 /* Frees the live block starting at p.  VMEM_ERR_FOREIGN_PTR if p is not the
  * start of a live block of this arena (the arena is unchanged).  *size gets
  * the block's rounded size. */
-vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size);
+vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t stream, size_t *size);
 
 /* For a pointer that bfc_free rejected: VMEM_ERR_DOUBLE_FREE if it is a
  * 256-byte-aligned address inside a free chunk of this arena (a freed block
@@ -207,7 +207,7 @@ size_t bfc_release(bfc_arena_t *a, size_t target);
  * after the caller waited for the work of every stream that freed memory
  * (free memory on host granules belongs to no stream).  NULL on failure
  * (a->last_fail set; BFC_FAIL_BACKEND without host backing). */
-void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_room);
+void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t stream, size_t host_room);
 
 typedef struct bfc_moves {
     size_t to_host;       /* live granules evicted to host memory */
@@ -239,8 +239,9 @@ size_t bfc_release_host(bfc_arena_t *a);
 /* Bytes of [p, p + size) that lie on host-backed granules (0 without). */
 size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size);
 
-/* Sets every free chunk's tag to 0 and coalesces what that allows. */
-void bfc_clear_tags(bfc_arena_t *a);
+/* Sets every free chunk's stream key to 0 (any stream) and coalesces what
+ * that allows. */
+void bfc_clear_streams(bfc_arena_t *a);
 
 /* Verifies every invariant; on failure writes the first broken one into
  * why (if not NULL) and returns VMEM_ERR_INVALID. */

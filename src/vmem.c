@@ -233,7 +233,7 @@ static void step_track(vmem_t *v)
 
 /* 1 when stream handles are real CUDA streams.  On a simulated device they
  * are opaque tokens and nothing runs asynchronously, so nothing is waited
- * for, but blocks are still tagged (tests check who may reuse what). */
+ * for, but blocks still carry stream keys (tests check who may reuse what). */
 static int streams_real(const vmem_t *v)
 {
     return !(v->dev_backend->flags & BACKEND_F_SIMULATED);
@@ -260,9 +260,9 @@ static int stream_index(vmem_t *v, void *stream)
     return v->nstreams++;
 }
 
-/* The tag of blocks allocated on stream: 0 ("any stream") while a single
- * stream has been seen, the stream's own tag afterwards. */
-static uintptr_t stream_tag(vmem_t *v, void *stream)
+/* The stream key of blocks allocated on stream: 0 ("any stream") while a
+ * single stream has been seen, the stream's own key afterwards. */
+static uintptr_t stream_key(vmem_t *v, void *stream)
 {
     if (!v->multi_stream) {
         if (v->nstreams == 0)
@@ -270,7 +270,7 @@ static uintptr_t stream_tag(vmem_t *v, void *stream)
         if (v->streams[0] == stream)
             return 0;
         /* A second stream: from now on free blocks carry their stream.  What
-         * was freed before on the first stream is untagged and may still be
+         * was freed before on the first stream has key 0 and may still be
          * in use by its queued work: wait for it, once. */
         stream_wait(v, v->streams[0]);
         v->multi_stream = 1;
@@ -278,15 +278,15 @@ static uintptr_t stream_tag(vmem_t *v, void *stream)
     return (uintptr_t)stream + 1; /* never 0: 0 means "any stream" */
 }
 
-/* The tag of a block freed on stream.  Once several streams are in use it
- * records the stream's fence (an event at this point of its queue), which
+/* The stream key of a block freed on stream.  Once several streams are in
+ * use it records the stream's fence (an event at this point of its queue), which
  * other streams wait for before they reuse the block.  Without a fence (the
  * stream table is full, or the event failed) it waits for the stream now,
  * after which the block is safe for every stream. */
-static uintptr_t stream_free_tag(vmem_t *v, void *stream)
+static uintptr_t stream_free_key(vmem_t *v, void *stream)
 {
-    uintptr_t tag = stream_tag(v, stream);
-    if (!tag)
+    uintptr_t key = stream_key(v, stream);
+    if (!key)
         return 0;
     int i = stream_index(v, stream);
     if (i < 0 ||
@@ -295,12 +295,12 @@ static uintptr_t stream_free_tag(vmem_t *v, void *stream)
         return 0;
     }
     v->dirty[i] = 1;
-    return tag;
+    return key;
 }
 
 /* Makes every free block usable by every stream: waits (only as long as
  * needed) for each stream's fence, i.e. for the work it queued before its
- * latest free, then clears the tags.  Returns 1 if any block was tagged. */
+ * latest free, then clears the stream keys.  Returns 1 if any block had one. */
 static int streams_settle(vmem_t *v)
 {
     int any = 0;
@@ -313,8 +313,8 @@ static int streams_settle(vmem_t *v)
         v->dirty[i] = 0;
     }
     if (any) {
-        bfc_clear_tags(&v->dev);
-        bfc_clear_tags(&v->host);
+        bfc_clear_streams(&v->dev);
+        bfc_clear_streams(&v->host);
     }
     return any;
 }
@@ -340,22 +340,22 @@ static size_t release_target(const vmem_t *v, size_t size)
     return v->dev.limit - need;
 }
 
-static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *st,
+static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *st,
                           pending_event_t *pe)
 {
-    void *p = bfc_alloc(&v->dev, size, tag);
+    void *p = bfc_alloc(&v->dev, size, key);
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
         if (v->multi_stream && streams_settle(v))
-            p = bfc_alloc(&v->dev, size, tag);
+            p = bfc_alloc(&v->dev, size, key);
         if (!p && !v->dev.pending && bfc_release(&v->dev, release_target(v, size)) > 0)
-            p = bfc_alloc(&v->dev, size, tag);
+            p = bfc_alloc(&v->dev, size, key);
         /* The device backend refused (the device is full: the limit may be
          * above what it has; vmm, sim-vmm: free host memory kept for spills
          * holds address space of the range): give back every empty region
          * and that host memory, and retry. */
         if (!p && v->dev.last_fail == BFC_FAIL_BACKEND && !v->dev.pending &&
             bfc_release(&v->dev, 0) + bfc_release_host(&v->dev) > 0)
-            p = bfc_alloc(&v->dev, size, tag);
+            p = bfc_alloc(&v->dev, size, key);
     }
     if (p) {
         v->allocs++;
@@ -369,11 +369,11 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *
         bfc_fail_reason_t why = v->dev.last_fail;
         /* vmm, sim-vmm: host memory mapped in place; others: the host arena. */
         int in_place = v->dev.hostmap != NULL;
-        p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
-                     : bfc_alloc(&v->host, size, tag);
+        p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
+                     : bfc_alloc(&v->host, size, key);
         if (!p && v->multi_stream && streams_settle(v))
-            p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
-                         : bfc_alloc(&v->host, size, tag);
+            p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
+                         : bfc_alloc(&v->host, size, key);
         if (p) {
             v->allocs++;
             v->spills++;
@@ -414,11 +414,11 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
     pending_event_t pe;
     pe.fn = NULL; /* event_prepare fills the rest when there is an event */
     pthread_mutex_lock(&v->lock);
-    /* One stream so far and this is it (the common case): tag 0, no call. */
-    uintptr_t tag = !v->multi_stream && v->nstreams && v->streams[0] == stream
+    /* One stream so far and this is it (the common case): key 0, no call. */
+    uintptr_t key = !v->multi_stream && v->nstreams && v->streams[0] == stream
                         ? 0
-                        : stream_tag(v, stream);
-    void *p = alloc_locked(v, size, tag, &st, &pe);
+                        : stream_key(v, stream);
+    void *p = alloc_locked(v, size, key, &st, &pe);
     pthread_mutex_unlock(&v->lock);
     tls_status = st;
     if (!p)
@@ -436,12 +436,12 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
     if (!ptr)
         return VMEM_OK;
     pthread_mutex_lock(&v->lock);
-    uintptr_t tag = !v->multi_stream && v->nstreams && v->streams[0] == stream
+    uintptr_t key = !v->multi_stream && v->nstreams && v->streams[0] == stream
                         ? 0
-                        : stream_free_tag(v, stream);
-    vmem_status_t st = bfc_free(&v->dev, ptr, tag, NULL);
+                        : stream_free_key(v, stream);
+    vmem_status_t st = bfc_free(&v->dev, ptr, key, NULL);
     if (st == VMEM_ERR_FOREIGN_PTR)
-        st = bfc_free(&v->host, ptr, tag, NULL);
+        st = bfc_free(&v->host, ptr, key, NULL);
     if (st == VMEM_OK) {
         v->frees++;
         step_track(v);

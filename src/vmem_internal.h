@@ -50,10 +50,10 @@ struct vmem {
     size_t last_step_dev_min, last_step_dev_max, last_step_host_min, last_step_host_max;
     size_t stable_dev, stable_host; /* in use at the last step end */
 
-    /* streams: tags are per-stream only once two streams were seen.  Then
+    /* streams: stream keys are per-stream only once two streams were seen.  Then
      * fences[i] is an event recorded on streams[i] at its latest free
      * (NULL before its first free, and always on simulated backends), and
-     * dirty[i] says that free chunks tagged with streams[i] may exist. */
+     * dirty[i] says that free chunks keyed to streams[i] may exist. */
     void *streams[VMEM_MAX_STREAMS];
     void *fences[VMEM_MAX_STREAMS];
     unsigned char dirty[VMEM_MAX_STREAMS];
