@@ -362,6 +362,10 @@ static void chunk_note_host(bfc_arena_t *a, bfc_chunk_t *c)
 static void held_sub(bfc_arena_t *a, uintptr_t lo, uintptr_t hi)
 {
     size_t host = 0;
+    if (a->parked) { /* paused with discard: every granule is parked */
+        a->parked -= hi - lo;
+        return;
+    }
     if (a->held_host) {
         for (uintptr_t p = lo; p < hi; p += a->granule) {
             uint8_t *m = &a->hostmap[hostmap_index(a, p)];
@@ -921,11 +925,12 @@ static int arena_grow(bfc_arena_t *a, size_t need)
     size_t g = a->granule;
     int dedicated = a->params.dedicated_min && need >= a->params.dedicated_min &&
                     !(a->backend->flags & BACKEND_F_CONTIGUOUS);
-    if (a->pending || a->held >= a->limit) {
+    size_t held = a->held + a->others_held; /* tags share the limit */
+    if (a->pending || held >= a->limit) {
         a->last_fail = BFC_FAIL_LIMIT;
         return -1;
     }
-    size_t room = align_down(a->limit - a->held, g);
+    size_t room = align_down(a->limit - held, g);
     void *hint = NULL;
     size_t credit = 0;
     if ((a->backend->flags & BACKEND_F_CONTIGUOUS) && a->regions) {
@@ -991,7 +996,8 @@ static int arena_grow(bfc_arena_t *a, size_t need)
             return 0;
         /* Not placed after the tail: the credit did not apply; try once more
          * for the full size (the region just added stays for later use). */
-        room = a->held < a->limit ? align_down(a->limit - a->held, g) : 0;
+        held = a->held + a->others_held;
+        room = held < a->limit ? align_down(a->limit - held, g) : 0;
         credit = 0;
         hint = NULL;
         if (need <= size)
@@ -1420,10 +1426,10 @@ static vmem_status_t arena_bring_back_all(bfc_arena_t *a, bfc_moves_t *m)
  * as far as the limit allows, giving back free device granules for room. */
 static vmem_status_t arena_bring_back(bfc_arena_t *a, size_t need, bfc_moves_t *m)
 {
-    size_t g = a->granule;
-    if (a->held + need > a->limit)
-        bfc_release(a, a->limit > need ? a->limit - need : 0);
-    size_t room = a->held < a->limit ? align_down(a->limit - a->held, g) : 0;
+    size_t g = a->granule, limit = a->limit > a->others_held ? a->limit - a->others_held : 0;
+    if (a->held + need > limit)
+        bfc_release(a, limit > need ? limit - need : 0);
+    size_t room = a->held < limit ? align_down(limit - a->held, g) : 0;
     if (room == 0)
         return VMEM_OK;
     if (room >= need)
@@ -1473,6 +1479,228 @@ vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves
             for (bfc_chunk_t *c = r->first; c; c = c->next)
                 if (c->in_use)
                     chunk_note_host(a, c);
+    }
+    if (moves)
+        *moves = m;
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pause and resume (allocation tags, src/tags.c)                           */
+/* ------------------------------------------------------------------------ */
+
+static int arena_can_pause(const bfc_arena_t *a)
+{
+    const backend_host_ops_t *h = a->backend->host_ops;
+    return a->hostmap && h && h->region_park && h->region_unpark;
+}
+
+/* After granules changed backing: free chunks settled, live chunks' host
+ * bytes brought up to date. */
+static void arena_note_all(bfc_arena_t *a)
+{
+    arena_settle_host(a);
+    for (bfc_region_t *r = a->regions; r; r = r->next)
+        for (bfc_chunk_t *c = r->first; c; c = c->next)
+            if (c->in_use)
+                chunk_note_host(a, c);
+}
+
+/* Moves back to the device every granule that snap (a copy of the host map)
+ * says was there and that is on host now. */
+static void arena_restore(bfc_arena_t *a, const uint8_t *snap, bfc_moves_t *m)
+{
+    size_t g = a->granule;
+    for (bfc_region_t *r = a->regions; r; r = r->next) {
+        uintptr_t end = r->base + r->size;
+        for (uintptr_t p = r->base; p < end;) {
+            size_t i = hostmap_index(a, p);
+            if (snap[i] || !a->hostmap[i]) {
+                p += g;
+                continue;
+            }
+            uintptr_t e = p + g;
+            while (e < end && !snap[hostmap_index(a, e)] && a->hostmap[hostmap_index(a, e)])
+                e += g;
+            run_move(a, p, e, 0, m); /* what fails stays on host, still valid */
+            p = e;
+        }
+    }
+}
+
+/* Pause with keep: every device granule of the arena to host memory. */
+static vmem_status_t arena_pause_keep(bfc_arena_t *a, size_t host_room, bfc_moves_t *m)
+{
+    size_t g = a->granule;
+    if (a->held > align_down(host_room, g))
+        return VMEM_ERR_NOMEM;
+    uint8_t *snap = malloc(a->hostmap_len);
+    if (!snap)
+        return VMEM_ERR_NOMEM;
+    memcpy(snap, a->hostmap, a->hostmap_len);
+    vmem_status_t st = VMEM_OK;
+    for (bfc_region_t *r = a->regions; r && st == VMEM_OK; r = r->next) {
+        uintptr_t end = r->base + r->size;
+        for (uintptr_t p = r->base; p < end && st == VMEM_OK;) {
+            if (granule_on_host(a, p)) {
+                p += g;
+                continue;
+            }
+            uintptr_t e = p + g;
+            while (e < end && !granule_on_host(a, e))
+                e += g;
+            st = run_move(a, p, e, 1, m);
+            p = e;
+        }
+    }
+    if (st != VMEM_OK)
+        arena_restore(a, snap, m);
+    else
+        a->paused = BFC_PAUSED_KEEP;
+    free(snap);
+    arena_note_all(a);
+    return st;
+}
+
+/* Maps memory again at the parked regions [first, stop) as the host map
+ * says (used to undo a failed park or unpark; contents are lost anyway). */
+static void regions_unpark_as_mapped(bfc_arena_t *a, bfc_region_t *first, bfc_region_t *stop)
+{
+    size_t g = a->granule;
+    for (bfc_region_t *r = first; r != stop; r = r->next) {
+        uintptr_t end = r->base + r->size;
+        for (uintptr_t p = r->base; p < end;) {
+            int host = a->hostmap[hostmap_index(a, p)] != 0;
+            uintptr_t e = p + g;
+            while (e < end && (a->hostmap[hostmap_index(a, e)] != 0) == host)
+                e += g;
+            vmem_status_t st = backend_region_unpark(a->backend, (void *)p, e - p, host);
+            assert(st == VMEM_OK && "memory just given back could not be mapped again");
+            (void)st;
+            p = e;
+        }
+    }
+}
+
+/* Pause with discard: every granule of every region parked. */
+static vmem_status_t arena_pause_discard(bfc_arena_t *a)
+{
+    vmem_status_t st = VMEM_OK;
+    bfc_region_t *r = a->regions;
+    backend_release_batch(a->backend, 1);
+    for (; r && st == VMEM_OK; r = st == VMEM_OK ? r->next : r)
+        st = backend_region_park(a->backend, (void *)r->base, r->size);
+    backend_release_batch(a->backend, 0);
+    if (st != VMEM_OK) {
+        regions_unpark_as_mapped(a, a->regions, r);
+        return st;
+    }
+    for (r = a->regions; r; r = r->next)
+        hostmap_mark(a, r->base, r->base + r->size, 0);
+    a->parked = a->held + a->held_host;
+    a->held = a->held_host = 0;
+    a->paused = BFC_PAUSED_DISCARD;
+    arena_note_all(a);
+    return VMEM_OK;
+}
+
+vmem_status_t bfc_pause(bfc_arena_t *a, int keep, size_t host_room, bfc_moves_t *moves)
+{
+    bfc_moves_t m = {0};
+    vmem_status_t st = VMEM_OK;
+    if (!arena_can_pause(a))
+        return VMEM_ERR_UNSUPPORTED;
+    if (a->paused == BFC_PAUSED_DISCARD || (a->paused == BFC_PAUSED_KEEP && keep))
+        goto out;
+    if (!a->paused) {
+        /* Free memory goes back first: only live data is kept or parked. */
+        bfc_release(a, 0);
+        arena_release_host(a);
+    }
+    st = keep ? arena_pause_keep(a, host_room, &m) : arena_pause_discard(a);
+out:
+    if (moves)
+        *moves = m;
+    return st;
+}
+
+/* Resume after discard: regions with nothing live go back whole (only
+ * their addresses were held); the others get device memory from their
+ * lowest address on while room lasts, host memory for the rest. */
+static vmem_status_t arena_resume_discard(bfc_arena_t *a, size_t room, int spill,
+                                          size_t host_room)
+{
+    size_t g = a->granule;
+    for (bfc_region_t *r = a->regions, *n; r; r = n) {
+        n = r->next;
+        if (r->live == 0)
+            region_release(a, r);
+    }
+    size_t need = a->parked;
+    if (need > room && (!spill || need - room > align_down(host_room, g)))
+        return VMEM_ERR_NOMEM;
+    size_t left = room;
+    vmem_status_t st = VMEM_OK;
+    bfc_region_t *r = a->regions;
+    for (; r; r = r->next) {
+        size_t dev = r->size < left ? r->size : left;
+        if (dev) {
+            st = backend_region_unpark(a->backend, (void *)r->base, dev, 0);
+            if (st != VMEM_OK)
+                break;
+        }
+        if (dev < r->size) {
+            st = backend_region_unpark(a->backend, (void *)(r->base + dev), r->size - dev, 1);
+            if (st != VMEM_OK) {
+                if (dev)
+                    backend_region_park(a->backend, (void *)r->base, dev);
+                break;
+            }
+        }
+        left -= dev;
+    }
+    if (st != VMEM_OK) { /* park again what was mapped: still paused */
+        for (bfc_region_t *q = a->regions; q != r; q = q->next)
+            backend_region_park(a->backend, (void *)q->base, q->size);
+        return st;
+    }
+    a->parked = 0;
+    a->paused = 0;
+    left = room;
+    for (r = a->regions; r; r = r->next) {
+        size_t dev = r->size < left ? r->size : left;
+        left -= dev;
+        held_add(a, dev);
+        if (dev < r->size) {
+            hostmap_mark(a, r->base + dev, r->base + r->size, 1);
+            a->held_host += r->size - dev;
+            if (a->held_host > a->peak_held_host)
+                a->peak_held_host = a->held_host;
+        }
+    }
+    arena_note_all(a);
+    return VMEM_OK;
+}
+
+vmem_status_t bfc_resume(bfc_arena_t *a, int spill, size_t host_room, bfc_moves_t *moves)
+{
+    bfc_moves_t m = {0};
+    vmem_status_t st = VMEM_OK;
+    size_t limit = a->limit > a->others_held ? a->limit - a->others_held : 0;
+    size_t room = a->held < limit ? align_down(limit - a->held, a->granule) : 0;
+    if (a->paused == BFC_PAUSED_KEEP) {
+        arena_release_host(a); /* free host memory: nothing to bring back */
+        size_t need = host_live_bytes(a);
+        if (need > room && !spill) {
+            st = VMEM_ERR_NOMEM;
+        } else {
+            a->paused = 0;
+            if (need)
+                st = arena_bring_back(a, need, &m);
+            arena_note_all(a);
+        }
+    } else if (a->paused == BFC_PAUSED_DISCARD) {
+        st = arena_resume_discard(a, room, spill, host_room);
     }
     if (moves)
         *moves = m;
@@ -1552,10 +1780,16 @@ static vmem_status_t hostmap_check(const bfc_arena_t *a, char *why, size_t len)
             int host = a->hostmap[(p - a->backend->range_base) / g];
             in_regions += (size_t)host;
             backend_backing_t bk = backend_backing(a->backend, (const void *)p);
-            if (bk != BACKEND_BACKING_NONE &&
-                bk != (host ? BACKEND_BACKING_HOST : BACKEND_BACKING_DEVICE))
-                return fail(why, len, "granule %#lx: map says %s, backend says %s", (unsigned long)p,
-                            host ? "host" : "device", bk == BACKEND_BACKING_HOST ? "host" : "device");
+            backend_backing_t want = a->paused == BFC_PAUSED_DISCARD ? BACKEND_BACKING_PARKED
+                                     : host                          ? BACKEND_BACKING_HOST
+                                                                     : BACKEND_BACKING_DEVICE;
+            static const char *const names[] = {"none", "device", "host", "parked"};
+            if (bk != BACKEND_BACKING_NONE && bk != want)
+                return fail(why, len, "granule %#lx: engine says %s, backend says %s",
+                            (unsigned long)p, names[want], names[bk]);
+            if (a->paused == BFC_PAUSED_KEEP && !host)
+                return fail(why, len, "granule %#lx of an arena paused with keep is not on host",
+                            (unsigned long)p);
         }
     }
     if (marked != in_regions)
@@ -1653,9 +1887,15 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
     }
     if (nreg != a->nregions)
         return fail(why, len, "region count %zu, counted %zu", a->nregions, nreg);
-    if (held != a->held + a->held_host)
-        return fail(why, len, "held %zu + host-backed %zu, regions sum to %zu", a->held,
-                    a->held_host, held);
+    if (held != a->held + a->held_host + a->parked)
+        return fail(why, len, "held %zu + host-backed %zu + parked %zu, regions sum to %zu",
+                    a->held, a->held_host, a->parked, held);
+    if (a->paused != 0 && a->paused != BFC_PAUSED_KEEP && a->paused != BFC_PAUSED_DISCARD)
+        return fail(why, len, "paused is %d", a->paused);
+    if (a->paused ? a->held != 0 : a->parked != 0)
+        return fail(why, len, "paused %d with %zu held, %zu parked", a->paused, a->held, a->parked);
+    if (a->paused == BFC_PAUSED_DISCARD && a->held_host)
+        return fail(why, len, "paused with discard, %zu bytes on host", a->held_host);
     vmem_status_t hst = hostmap_check(a, why, len);
     if (hst != VMEM_OK)
         return hst;

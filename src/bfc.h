@@ -117,7 +117,7 @@ typedef enum bfc_fail_reason {
  * bfc_rebalance.
  *
  * Invariants:
- *  - held + held_host == sum of region sizes; in_use == sum of in-use chunk sizes;
+ *  - held + held_host + parked == sum of region sizes; in_use == sum of in-use chunk sizes;
  *    requested == sum of their requested sizes; live.count == in-use chunks.
  *  - held <= limit, unless pending (a shrink is waiting for frees or for
  *    the next bfc_rebalance).
@@ -129,6 +129,14 @@ typedef enum bfc_fail_reason {
  *    over the in-use chunks with host_bytes > 0.
  *  - bit b of bitmap is set iff bins[b] is non-empty; bit w of top is set
  *    iff bitmap[w] != 0.
+ *  - Pause (bfc_pause): paused is 0, BFC_PAUSED_KEEP (every granule of
+ *    every region host-backed) or BFC_PAUSED_DISCARD (every granule parked:
+ *    held == held_host == 0, parked == sum of region sizes).  parked is 0
+ *    unless paused is BFC_PAUSED_DISCARD.  A paused arena takes no
+ *    allocation (the caller's duty); frees are fine.
+ *  - others_held is set by the caller: device bytes held by other arenas
+ *    that share this arena's limit (allocation tags, src/tags.c); growth and
+ *    moves back to the device keep held + others_held <= limit.
  */
 typedef struct bfc_arena {
     backend_t *backend;
@@ -160,7 +168,13 @@ typedef struct bfc_arena {
     size_t nchunks_free;        /* free chunks in bins */
     uint64_t region_allocs, region_frees;
     bfc_fail_reason_t last_fail;
+    size_t others_held;          /* device bytes of arenas sharing the limit */
+    size_t parked;               /* bytes of parked granules (paused, discard) */
+    int paused;                  /* 0, BFC_PAUSED_KEEP, BFC_PAUSED_DISCARD */
 } bfc_arena_t;
+
+#define BFC_PAUSED_KEEP 1
+#define BFC_PAUSED_DISCARD 2
 
 /* Rounds size up to BFC_ALIGN; returns 0 if size is 0 or rounding overflows. */
 size_t bfc_round(size_t size);
@@ -242,6 +256,30 @@ size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size);
 /* Sets every free chunk's stream key to 0 (any stream) and coalesces what
  * that allows. */
 void bfc_clear_streams(bfc_arena_t *a);
+
+/* Pauses the arena (host backing with park support only, else
+ * VMEM_ERR_UNSUPPORTED): gives back every free granule, then moves every
+ * remaining granule to host memory at the same address (keep: contents
+ * kept; at most host_room bytes, else VMEM_ERR_NOMEM with nothing moved) or
+ * parks it (discard: device and host memory given back, addresses kept).
+ * Afterwards held == 0.  On a backend failure the granules moved so far are
+ * moved back (keep) or unparked to the device (discard) and the arena is as
+ * before, less its free memory.  Pausing a paused arena: discard over keep
+ * drops the host copy; otherwise VMEM_OK and nothing done.  The device must
+ * not be using the arena's memory.  *moves (if not NULL) gets the bytes. */
+vmem_status_t bfc_pause(bfc_arena_t *a, int keep, size_t host_room, bfc_moves_t *moves);
+
+/* Resumes a paused arena: maps device memory back at its addresses, as far
+ * as held + others_held stays within the limit, restoring the contents
+ * (keep) or leaving them undefined (discard).  If everything does not fit:
+ * VMEM_ERR_NOMEM and nothing done, unless spill: then what does not fit
+ * stays on (keep) or is mapped on (discard) host memory at the same
+ * addresses, at most host_room bytes more (else VMEM_ERR_NOMEM, nothing
+ * done).  A backend failure: discard: VMEM_ERR_BACKEND and still paused;
+ * keep: the arena is resumed with what did not move left on host memory
+ * (contents intact), and the failure is returned.  VMEM_OK and nothing done
+ * if the arena is not paused. */
+vmem_status_t bfc_resume(bfc_arena_t *a, int spill, size_t host_room, bfc_moves_t *moves);
 
 /* Verifies every invariant; on failure writes the first broken one into
  * why (if not NULL) and returns VMEM_ERR_INVALID. */

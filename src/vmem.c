@@ -9,6 +9,7 @@
 static _Thread_local vmem_status_t tls_status;
 
 vmem_status_t vmem_last_status(void) { return tls_status; }
+void vmem_set_last_status(vmem_status_t st) { tls_status = st; }
 
 /* ------------------------------------------------------------------------ */
 /* Create / destroy                                                         */
@@ -165,6 +166,7 @@ void vmem_destroy(vmem_t *v)
     if (!v)
         return;
     control_stop(v);
+    tags_destroy(v);
     for (int i = 0; i < v->nstreams; i++)
         backend_fence_destroy(v->fences[i]);
     size_t live = bfc_fini(&v->dev) + bfc_fini(&v->host);
@@ -315,17 +317,32 @@ static int streams_settle(vmem_t *v)
     if (any) {
         bfc_clear_streams(&v->dev);
         bfc_clear_streams(&v->host);
+        tags_streams_cleared(v);
     }
     return any;
+}
+
+/* For tags.c (vmem_internal.h). */
+int vmem_streams_settle(vmem_t *v) { return streams_settle(v); }
+uintptr_t vmem_stream_alloc_key(vmem_t *v, void *stream)
+{
+    return !v->multi_stream && v->nstreams && v->streams[0] == stream ? 0 : stream_key(v, stream);
+}
+uintptr_t vmem_stream_free_key(vmem_t *v, void *stream)
+{
+    return !v->multi_stream && v->nstreams && v->streams[0] == stream ? 0
+                                                                      : stream_free_key(v, stream);
 }
 
 /* Host bytes that may still be taken: the host limit covers the host arena
  * and the device arena's host-backed granules together. */
 static size_t host_room(const vmem_t *v)
 {
-    size_t used = v->host.held + v->dev.held_host;
+    size_t used = v->host.held + v->dev.held_host + tags_held_host(v);
     return v->host.limit > used ? v->host.limit - used : 0;
 }
+
+size_t vmem_host_room(const vmem_t *v) { return host_room(v); }
 
 /* How far the device arena gives memory back before retrying an allocation
  * that failed: under the limit, just enough room for it (with vmm, free
@@ -410,6 +427,9 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
         vmem_log(v, VMEM_LOG_ERROR, "vmem_alloc: invalid size %zu", size);
         return NULL;
     }
+    unsigned tag = tags_current(v); /* vmem_set_tag: the tag's own arena */
+    if (tag)
+        return tags_alloc(v, size, stream, tag);
     vmem_status_t st;
     pending_event_t pe;
     pe.fn = NULL; /* event_prepare fills the rest when there is an event */
@@ -442,6 +462,8 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
     vmem_status_t st = bfc_free(&v->dev, ptr, key, NULL);
     if (st == VMEM_ERR_FOREIGN_PTR)
         st = bfc_free(&v->host, ptr, key, NULL);
+    if (st == VMEM_ERR_FOREIGN_PTR && v->tags)
+        st = tags_free(v, ptr, key);
     if (st == VMEM_OK) {
         v->frees++;
         step_track(v);
@@ -449,6 +471,8 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
         st = bfc_classify(&v->dev, ptr);
         if (st == VMEM_ERR_FOREIGN_PTR)
             st = bfc_classify(&v->host, ptr);
+        if (st == VMEM_ERR_FOREIGN_PTR && v->tags)
+            st = tags_classify(v, ptr);
         v->bad_frees++;
     }
     pthread_mutex_unlock(&v->lock);
@@ -482,6 +506,8 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
     }
     size_t old = v->dev.limit;
     vmem_status_t st = bfc_set_limit(&v->dev, bytes);
+    if (v->tags && tags_limit_changed(v, bytes) == VMEM_PENDING)
+        st = VMEM_PENDING; /* tagged blocks hold the rest */
     size_t held = v->dev.held;
     if (old != bytes) {
         event_prepare(v, &pe, VMEM_EVENT_LIMIT_CHANGED);
@@ -550,7 +576,8 @@ vmem_status_t vmem_trim(vmem_t *v, size_t *released)
     if (!v)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
-    size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0) + bfc_release_host(&v->dev);
+    size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0) + bfc_release_host(&v->dev) +
+               tags_trim(v);
     pthread_mutex_unlock(&v->lock);
     if (released)
         *released = n;
@@ -575,6 +602,7 @@ vmem_status_t vmem_step_end(vmem_t *v)
         streams_settle(v);
     bfc_moves_t moves;
     vmem_status_t mst = bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, &moves);
+    tags_step_end(v);
     double dur = now - v->step_start;
     v->steps++;
     v->last_step_seconds = dur;
@@ -617,6 +645,8 @@ vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
         c = bfc_find_live(&v->host, ptr);
         loc = VMEM_LOC_HOST;
     }
+    if (!c && v->tags && (c = tags_find_live(v, ptr)) != NULL)
+        loc = VMEM_LOC_DEVICE;
     if (c && c->host_bytes)
         loc = VMEM_LOC_HOST; /* spilled in place (vmm, sim-vmm) */
     if (c) {
@@ -640,6 +670,10 @@ vmem_status_t vmem_check(vmem_t *v)
     if (st == VMEM_OK) {
         st = bfc_check(&v->host, why, sizeof why);
         which = "host";
+    }
+    if (st == VMEM_OK) {
+        st = tags_check(v, why, sizeof why);
+        which = "tagged";
     }
     if (st == VMEM_OK && v->dev.limit > v->start_cap) {
         snprintf(why, sizeof why, "limit %zu above start cap %zu", v->dev.limit, v->start_cap);
