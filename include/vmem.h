@@ -413,7 +413,8 @@ VMEM_API void *vmem_alloc_tagged(vmem_t *v, size_t size, unsigned tag);
  * limit, else VMEM_ERR_NOMEM and nothing moved) or dropped (discard), and
  * the device memory is released.  Afterwards the tag holds 0 bytes of
  * device memory.  Pausing a paused tag: discard over keep drops the host
- * copy, otherwise nothing happens (VMEM_OK).  A tag never used: VMEM_OK.
+ * copy, otherwise nothing happens (VMEM_OK).  A tag never used is paused as well
+ * (allocations in it fail until it is resumed).
  * VMEM_ERR_UNSUPPORTED on backends without pause (cuda, sim, vmm on a device
  * that cannot map host memory); VMEM_ERR_INVALID for tag 0 or bad flags;
  * VMEM_ERR_BACKEND if the driver failed (the tag is then unpaused, its data
