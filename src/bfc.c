@@ -85,9 +85,11 @@ static unsigned bin_next(const bfc_arena_t *a, unsigned b)
     return (w << 6) + (unsigned)__builtin_ctzll(a->bitmap[w]);
 }
 
+/* A request keyed BFC_STREAM_HOST (a spill) takes host memory only; others
+ * take chunks of no stream and their own stream's. */
 static int stream_ok(uintptr_t chunk_stream, uintptr_t stream)
 {
-    return chunk_stream == 0 || chunk_stream == stream;
+    return chunk_stream == stream || (chunk_stream == 0 && stream != BFC_STREAM_HOST);
 }
 
 /* A free chunk of a dedicated region serves a request only if the request
@@ -1093,6 +1095,7 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t stream, size_t *size)
         return VMEM_ERR_FOREIGN_PTR;
     if (size)
         *size = c->size;
+    a->freed_seq = c->seq;
     a->in_use -= c->size;
     a->requested -= c->requested;
     if (c->host_bytes) {
@@ -1461,7 +1464,7 @@ vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves
             a->pending = 0;
         else if (st == VMEM_OK)
             st = VMEM_PENDING; /* no host room left: the shrink waits for frees */
-    } else if (a->held_host) {
+    } else if (a->held_host && !a->hold_host) {
         size_t need = host_live_bytes(a);
         if (need)
             st = arena_bring_back(a, need, &m);
