@@ -399,6 +399,122 @@ VMEM_API vmem_status_t vmem_inject_faults(vmem_t *v, vmem_arena_kind_t arena,
                                           uint64_t nth, double rate, uint64_t seed);
 
 /* ------------------------------------------------------------------------ */
+/* Allocation tags, pause and resume (docs/tags.md)                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Every block carries a tag: a small integer naming the engine, model or
+ * pool it belongs to (0, the default, for untagged allocations).  The
+ * blocks of each tag other than 0 live in device memory of their own:
+ * granules (2 MiB, vmm and sim-vmm) of one tag never hold another tag's
+ * blocks, and free memory of one tag is never handed to another.  The
+ * device limit caps the memory of all tags together.
+ *
+ * A tag can be paused: its device memory is given back to the GPU (another
+ * process can allocate it) while every address of its blocks stays
+ * reserved, and resumed: device memory is mapped back at the same
+ * addresses, so pointers held by frameworks and CUDA graphs stay valid.
+ * Pause and resume need the vmm backend (with host memory support) or
+ * sim-vmm; other backends return VMEM_ERR_UNSUPPORTED.  Tag 0 cannot be
+ * paused.
+ *
+ * The contract: between vmem_pause and vmem_resume no kernel, copy or
+ * thread may touch the tag's blocks, and none may be queued on them when
+ * vmem_pause is called (it waits for the device's queued work, then moves
+ * or unmaps memory).  After a discard, an access faults (the range is
+ * unmapped); after a keep, the blocks lie in host memory at their
+ * addresses.  Blocks of a paused tag may be freed; allocating in a paused
+ * tag fails with VMEM_ERR_BUSY.  Calls on other tags are safe meanwhile
+ * (they wait for the instance's lock while a pause or resume runs).
+ */
+
+#define VMEM_MAX_TAGS 64      /* tags other than 0 in use at once per instance */
+#define VMEM_PAUSE_KEEP 1u    /* copy the tag's blocks to host memory */
+#define VMEM_PAUSE_DISCARD 2u /* drop the contents: memory given back at once */
+#define VMEM_RESUME_SPILL 1u  /* resume beyond the limit: what does not fit lies
+                                 in host memory at the same addresses */
+
+/* Sets the calling thread's current tag for instance v: later vmem_alloc
+ * and vmem_alloc_stream calls (and the PyTorch and CuPy adapters) on this
+ * thread allocate in that tag.  *previous (if not NULL) gets the tag that
+ * was current (0 at first).  VMEM_ERR_INVALID for v NULL;
+ * VMEM_ERR_NOMEM if no thread-local slot could be made. */
+VMEM_API vmem_status_t vmem_set_tag(vmem_t *v, unsigned tag, unsigned *previous);
+
+/* The calling thread's current tag for v (0 if none was set, or v NULL). */
+VMEM_API unsigned vmem_get_tag(vmem_t *v);
+
+/* As vmem_alloc, in tag `tag` whatever the thread's current tag (0: the
+ * default).  NULL on failure, vmem_last_status() says why: VMEM_ERR_BUSY
+ * (the tag is paused), VMEM_ERR_INVALID (more than VMEM_MAX_TAGS tags),
+ * VMEM_ERR_SIZE, VMEM_ERR_NOMEM.  Falls back to host memory like
+ * vmem_alloc; with vmm and sim-vmm that host memory is the tag's own. */
+VMEM_API void *vmem_alloc_tagged(vmem_t *v, size_t size, unsigned tag);
+
+/* Pauses tag (not 0) with exactly one of VMEM_PAUSE_KEEP, VMEM_PAUSE_DISCARD:
+ * free memory of the tag is given back, then its live blocks are copied to
+ * host memory at the same addresses (keep; needs host room under the host
+ * limit, else VMEM_ERR_NOMEM and nothing moved) or dropped (discard), and
+ * the device memory is released.  Afterwards the tag holds 0 bytes of
+ * device memory.  Pausing a paused tag: discard over keep drops the host
+ * copy, otherwise nothing happens (VMEM_OK).  A tag never used is paused as well
+ * (allocations in it fail until it is resumed).
+ * VMEM_ERR_UNSUPPORTED on backends without pause (cuda, sim, vmm on a device
+ * that cannot map host memory); VMEM_ERR_INVALID for tag 0 or bad flags;
+ * VMEM_ERR_BACKEND if the driver failed (the tag is then unpaused, its data
+ * intact).  Blocks until done.  See the contract above. */
+VMEM_API vmem_status_t vmem_pause(vmem_t *v, unsigned tag, unsigned flags);
+
+/* Resumes a paused tag: device memory mapped back at the same addresses,
+ * contents restored (paused with keep) or undefined (discard).  If the
+ * tag's memory does not fit under the limit with everything else held:
+ * VMEM_ERR_NOMEM and the tag stays paused (vmem_resume_ex with
+ * VMEM_RESUME_SPILL puts what does not fit in host memory instead, moved to
+ * the device at later step ends as room appears).  VMEM_ERR_BACKEND if the
+ * driver failed: after discard the tag stays paused; after keep it is
+ * resumed with what did not move left in host memory (contents intact).
+ * VMEM_OK if the tag is not paused. */
+VMEM_API vmem_status_t vmem_resume(vmem_t *v, unsigned tag);
+VMEM_API vmem_status_t vmem_resume_ex(vmem_t *v, unsigned tag, unsigned flags);
+
+typedef enum vmem_tag_state {
+    VMEM_TAG_ACTIVE = 0,
+    VMEM_TAG_PAUSED_KEEP = 1,
+    VMEM_TAG_PAUSED_DISCARD = 2
+} vmem_tag_state_t;
+
+#define VMEM_TAG_STATS_VERSION 1
+
+/* One tag's memory: what is in use, what is held and where it lies. */
+typedef struct vmem_tag_stats {
+    uint32_t size;           /* set by the caller: sizeof(vmem_tag_stats_t) */
+    uint32_t version;        /* filled in: VMEM_TAG_STATS_VERSION */
+    unsigned tag;
+    vmem_tag_state_t state;
+    size_t blocks;           /* live blocks */
+    size_t in_use;           /* bytes of live blocks (rounded), wherever they lie */
+    size_t requested;        /* bytes requested by live blocks */
+    size_t device_held;      /* device memory held for the tag (0 while paused) */
+    size_t host_held;        /* host memory mapped at the tag's addresses (a
+                                pause with keep, or spills) */
+    size_t host_in_use;      /* bytes of live blocks lying in host memory */
+    size_t reserved;         /* addresses kept with nothing behind them (paused
+                                with discard) */
+    size_t peak_device_held;
+    uint64_t allocs, frees;  /* successful calls in this tag */
+    uint64_t pauses, resumes;
+    uint64_t bytes_to_host;  /* copied by pauses with keep */
+    uint64_t bytes_to_device; /* copied back by resumes */
+    double last_pause_seconds, last_resume_seconds;
+} vmem_tag_stats_t;
+
+/* Fills *out for tag (0: the default tag's blocks).  The caller sets
+ * out->size; fields beyond it are not written.  A tag never used: zeros
+ * (state active), VMEM_OK.  VMEM_ERR_INVALID for NULL arguments or a size
+ * below the header. */
+VMEM_API vmem_status_t vmem_get_tag_stats(vmem_t *v, unsigned tag, vmem_tag_stats_t *out);
+
+/* ------------------------------------------------------------------------ */
 /* The vtable allocator: what a runtime holds without knowing libvmem       */
 /* ------------------------------------------------------------------------ */
 

@@ -28,7 +28,7 @@ __all__ = [
     "VmemError", "library_path", "load", "install_torch", "install_cupy",
     "set_limit", "get_limit", "stats", "step_end", "trim", "parse_size",
     "install_step_hook", "remove_step_hook",
-    "strerror",
+    "strerror", "region", "pause", "resume", "tag_stats", "tag_id", "mempool",
 ]
 
 VMEM_OK = 0
@@ -87,6 +87,10 @@ def _declare(lib):
         "vmem_torch_free": (None, [vp, sz, i, vp]),
         "vmem_cupy_malloc": (vp, [vp, sz, i]),
         "vmem_cupy_free": (None, [vp, vp, i]),
+        "vmem_set_tag": (st, [vp, c.c_uint, c.POINTER(c.c_uint)]),
+        "vmem_pause": (st, [vp, c.c_uint, c.c_uint]),
+        "vmem_resume_ex": (st, [vp, c.c_uint, c.c_uint]),
+        "vmem_get_tag_stats": (st, [vp, c.c_uint, c.c_void_p]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -327,3 +331,143 @@ def install_cupy(stream_aware=False):
     alloc = cupy.cuda.memory.PythonFunctionAllocator(py_malloc, py_free)
     cupy.cuda.set_allocator(alloc.malloc)
     return alloc
+
+
+# --------------------------------------------------------------------------
+# Tags, pause and resume (docs/tags.md)
+# --------------------------------------------------------------------------
+
+VMEM_PAUSE_KEEP = 1
+VMEM_PAUSE_DISCARD = 2
+VMEM_RESUME_SPILL = 1
+_TAG_STATES = ("active", "paused-keep", "paused-discard")
+_tags = {}
+
+
+class _TagStats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32),
+                ("tag", ctypes.c_uint), ("state", ctypes.c_int),
+                ("blocks", ctypes.c_size_t), ("in_use", ctypes.c_size_t),
+                ("requested", ctypes.c_size_t), ("device_held", ctypes.c_size_t),
+                ("host_held", ctypes.c_size_t), ("host_in_use", ctypes.c_size_t),
+                ("reserved", ctypes.c_size_t), ("peak_device_held", ctypes.c_size_t),
+                ("allocs", ctypes.c_uint64), ("frees", ctypes.c_uint64),
+                ("pauses", ctypes.c_uint64), ("resumes", ctypes.c_uint64),
+                ("bytes_to_host", ctypes.c_uint64), ("bytes_to_device", ctypes.c_uint64),
+                ("last_pause_seconds", ctypes.c_double),
+                ("last_resume_seconds", ctypes.c_double)]
+
+
+def tag_id(name):
+    """The tag number of a name: an int is itself (0 is the default tag);
+    a string gets the next free number (1, 2, ...) on first use, the same
+    one afterwards (per process)."""
+    if isinstance(name, bool):
+        raise TypeError("a tag is a name or an int")
+    if isinstance(name, int):
+        if name < 0 or name >= 1 << 32:
+            raise ValueError("tag out of range: %d" % name)
+        return name
+    name = str(name)
+    if name not in _tags:
+        used = set(_tags.values())
+        n = 1
+        while n in used:
+            n += 1
+        _tags[name] = n
+    return _tags[name]
+
+
+class region:
+    """with libvmem.region("kv_cache"): ... -- allocations made by this
+    thread through libvmem (PyTorch with install_torch, CuPy with
+    install_cupy, or a MemPool from mempool()) go to that tag's own memory.
+    The previous tag comes back on exit.  Nests."""
+
+    def __init__(self, name, device=0):
+        self.tag = tag_id(name)
+        self.device = device
+        self._prev = []
+
+    def __enter__(self):
+        prev = ctypes.c_uint()
+        st = load().vmem_set_tag(_instance(self.device), self.tag, ctypes.byref(prev))
+        if st != VMEM_OK:
+            raise VmemError(st, "region(%r)" % (self.tag,))
+        self._prev.append(prev.value)
+        return self
+
+    def __exit__(self, *exc):
+        load().vmem_set_tag(_instance(self.device), self._prev.pop(), None)
+        return False
+
+
+def _empty_torch_cache():
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def pause(name, keep=True, device=0, empty_cache=True):
+    """Pauses a tag: its device memory goes back to the GPU (another process
+    can allocate it), every pointer stays valid for after resume().  keep
+    True: contents copied to host memory; False: dropped.  No kernel may use
+    the tag's tensors until resume().  empty_cache: first synchronise and
+    let PyTorch (if loaded) return the blocks it caches, so that they are
+    not copied.  Raises VmemError (VMEM_ERR_UNSUPPORTED on the cuda
+    backend)."""
+    if empty_cache:
+        _empty_torch_cache()
+    st = load().vmem_pause(_instance(device), tag_id(name),
+                           VMEM_PAUSE_KEEP if keep else VMEM_PAUSE_DISCARD)
+    if st != VMEM_OK:
+        raise VmemError(st, "pause(%r)" % (name,))
+
+
+def resume(name, spill=False, device=0):
+    """Resumes a paused tag at the same addresses (contents back if it was
+    paused with keep).  If it does not fit under the limit: VmemError
+    (VMEM_ERR_NOMEM) and it stays paused, or with spill=True what does not
+    fit lies in host memory until later step ends move it back."""
+    st = load().vmem_resume_ex(_instance(device), tag_id(name),
+                               VMEM_RESUME_SPILL if spill else 0)
+    if st != VMEM_OK:
+        raise VmemError(st, "resume(%r)" % (name,))
+
+
+def tag_stats(name, device=0):
+    """One tag's memory as a dict: state, blocks, in_use, device_held,
+    host_held, host_in_use, reserved, pauses, resumes, ..."""
+    s = _TagStats()
+    s.size = ctypes.sizeof(s)
+    st = load().vmem_get_tag_stats(_instance(device), tag_id(name), ctypes.byref(s))
+    if st != VMEM_OK:
+        raise VmemError(st, "tag_stats(%r)" % (name,))
+    out = {f: getattr(s, f) for f, _ in _TagStats._fields_ if f not in ("size", "version")}
+    out["state"] = _TAG_STATES[s.state]
+    return out
+
+
+_pools = {}
+
+
+def mempool(name, device=0):
+    """A torch.cuda.MemPool over libvmem for one tag, beside PyTorch's own
+    allocator (as vLLM plugs its allocator in).  Use it with both contexts:
+
+        pool = libvmem.mempool("weights")
+        with libvmem.region("weights"), torch.cuda.use_mem_pool(pool):
+            w = torch.empty(...)
+
+    One pool per tag: PyTorch caches freed blocks inside a pool, so a pool
+    shared by two tags would hand one tag's memory to the other."""
+    import torch
+    from torch.cuda import memory as tmem
+    key = (tag_id(name), device)
+    if key not in _pools:
+        alloc = tmem.CUDAPluggableAllocator(library_path(), "vmem_torch_malloc",
+                                            "vmem_torch_free")
+        _pools[key] = torch.cuda.MemPool(alloc._allocator)
+    return _pools[key]

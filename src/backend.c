@@ -125,6 +125,31 @@ backend_backing_t backend_backing(const backend_t *b, const void *addr)
     return b->host_ops ? b->host_ops->backing(b, addr) : BACKEND_BACKING_NONE;
 }
 
+vmem_status_t backend_region_park(backend_t *b, void *base, size_t size)
+{
+    assert(base && size > 0 && size % b->granule == 0 && (uintptr_t)base % b->granule == 0);
+    if (!b->host_ops || !b->host_ops->region_park)
+        return VMEM_ERR_UNSUPPORTED;
+    return b->host_ops->region_park(b, base, size);
+}
+
+vmem_status_t backend_region_unpark(backend_t *b, void *base, size_t size, int to_host)
+{
+    assert(base && size > 0 && size % b->granule == 0 && (uintptr_t)base % b->granule == 0);
+    if (!b->host_ops || !b->host_ops->region_unpark)
+        return VMEM_ERR_UNSUPPORTED;
+    backend_t *side = to_host && b->host_peer ? b->host_peer : b;
+    side->requests++;
+    if (faults_fire(&side->faults)) {
+        side->failures++;
+        return VMEM_ERR_BACKEND;
+    }
+    vmem_status_t st = b->host_ops->region_unpark(b, base, size, to_host);
+    if (st != VMEM_OK)
+        side->failures++;
+    return st;
+}
+
 vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes)
 {
     return b->ops->mem_info(b, free_bytes, total_bytes);
@@ -160,9 +185,14 @@ void backend_destroy(backend_t *b)
  * was written.  Without memory files (memfd_create refused), sim-vmm falls
  * back to anonymous pages and has no host backing.
  *
- * Invariants: host is a subset of used; in_use == popcount(used & ~host) *
- * granule <= capacity; host_in_use == popcount(host) * granule; a granule
- * that is not used has no pages in either file.
+ * A paused tag's granules may be parked (region_park): still handed out,
+ * nothing mapped (the range is inaccessible there, so a stray access
+ * faults), no pages in either file.
+ *
+ * Invariants: host and parked are disjoint subsets of used; in_use ==
+ * popcount(used & ~host & ~parked) * granule <= capacity; host_in_use ==
+ * popcount(host) * granule; a granule that is not used, or parked, has no
+ * pages in either file.
  */
 typedef struct sim_backend {
     backend_t base;
@@ -171,6 +201,7 @@ typedef struct sim_backend {
     size_t ngranules;
     uint64_t *used;     /* granule handed out */
     uint64_t *host;     /* granule handed out and backed by host memory */
+    uint64_t *parked;   /* granule handed out, nothing mapped (paused) */
     size_t capacity;
     size_t in_use;      /* device-backed bytes handed out */
     size_t host_in_use; /* host-backed bytes handed out */
@@ -301,9 +332,14 @@ static void sim_region_free(backend_t *b, void *base, size_t size)
     /* Runs of one backing at a time. */
     for (size_t i = first; i < first + n;) {
         assert(bit_get(s->used, i));
+        if (bit_get(s->parked, i)) { /* nothing mapped, nothing held */
+            bits_set(s->parked, i, 1, 0);
+            i++;
+            continue;
+        }
         int side = bit_get(s->host, i);
         size_t j = i + 1;
-        while (j < first + n && bit_get(s->host, j) == side)
+        while (j < first + n && bit_get(s->host, j) == side && !bit_get(s->parked, j))
             j++;
         size_t off = i * SIM_GRANULE, len = (j - i) * SIM_GRANULE;
         sim_unmap(s, s->va + off, len);
@@ -344,7 +380,7 @@ static vmem_status_t sim_region_move(backend_t *b, void *base, size_t size, int 
     if ((char *)base < s->va || first + n > s->ngranules)
         return VMEM_ERR_INVALID;
     for (size_t i = first; i < first + n; i++)
-        if (!bit_get(s->used, i) || bit_get(s->host, i) != from)
+        if (!bit_get(s->used, i) || bit_get(s->parked, i) || bit_get(s->host, i) != from)
             return VMEM_ERR_INVALID;
     if (!to_host && size > s->capacity - s->in_use)
         return VMEM_ERR_NOMEM;
@@ -379,7 +415,64 @@ static backend_backing_t sim_backing(const backend_t *b, const void *addr)
     size_t i = (size_t)((const char *)addr - s->va) / SIM_GRANULE;
     if (!bit_get(s->used, i))
         return BACKEND_BACKING_NONE;
+    if (bit_get(s->parked, i))
+        return BACKEND_BACKING_PARKED;
     return bit_get(s->host, i) ? BACKEND_BACKING_HOST : BACKEND_BACKING_DEVICE;
+}
+
+/* The checks of park and unpark: [base, base + size) lies in the range and
+ * every granule of it is handed out and parked (want 1) or not (0). */
+static int sim_run_is(const sim_backend_t *s, const void *base, size_t size, int want)
+{
+    size_t first = (size_t)((const char *)base - s->va) / SIM_GRANULE, n = size / SIM_GRANULE;
+    if ((const char *)base < s->va || first + n > s->ngranules)
+        return 0;
+    for (size_t i = first; i < first + n; i++)
+        if (!bit_get(s->used, i) || bit_get(s->parked, i) != want)
+            return 0;
+    return 1;
+}
+
+static vmem_status_t sim_region_park(backend_t *b, void *base, size_t size)
+{
+    sim_backend_t *s = (sim_backend_t *)b;
+    if (!sim_run_is(s, base, size, 0))
+        return VMEM_ERR_INVALID;
+    size_t first = (size_t)((char *)base - s->va) / SIM_GRANULE, n = size / SIM_GRANULE;
+    for (size_t i = first; i < first + n; i++) {
+        size_t off = i * SIM_GRANULE;
+        int side = bit_get(s->host, i);
+        sim_unmap(s, s->va + off, SIM_GRANULE);
+        sim_punch(s, side, off, SIM_GRANULE);
+        if (side == SIM_HOST)
+            s->host_in_use -= SIM_GRANULE;
+        else
+            s->in_use -= SIM_GRANULE;
+    }
+    bits_set(s->host, first, n, 0);
+    bits_set(s->parked, first, n, 1);
+    return VMEM_OK;
+}
+
+static vmem_status_t sim_region_unpark(backend_t *b, void *base, size_t size, int to_host)
+{
+    sim_backend_t *s = (sim_backend_t *)b;
+    if (!sim_run_is(s, base, size, 1))
+        return VMEM_ERR_INVALID;
+    if (!to_host && size > s->capacity - s->in_use)
+        return VMEM_ERR_NOMEM;
+    if (sim_map_file(s, base, size, to_host ? SIM_HOST : SIM_DEV) != 0) {
+        sim_unmap(s, base, size);
+        return VMEM_ERR_BACKEND;
+    }
+    size_t first = (size_t)((char *)base - s->va) / SIM_GRANULE, n = size / SIM_GRANULE;
+    bits_set(s->parked, first, n, 0);
+    bits_set(s->host, first, n, to_host);
+    if (to_host)
+        s->host_in_use += size;
+    else
+        s->in_use += size;
+    return VMEM_OK;
 }
 
 static vmem_status_t sim_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes)
@@ -399,11 +492,13 @@ static void sim_destroy(backend_t *b)
             close(s->fd[i]);
     free(s->used);
     free(s->host);
+    free(s->parked);
     free(s);
 }
 
 static const backend_ops_t sim_ops = {sim_region_alloc, sim_region_free, sim_mem_info, sim_destroy};
-static const backend_host_ops_t sim_host_ops = {sim_region_alloc_host, sim_region_move, sim_backing};
+static const backend_host_ops_t sim_host_ops = {sim_region_alloc_host, sim_region_move, sim_backing,
+                                                sim_region_park, sim_region_unpark};
 
 /* Opens the two memory files of sim-vmm, each as large as the range (sparse:
  * they cost what is written).  Returns 0, or -1 with both left closed. */
@@ -445,13 +540,15 @@ vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out
     s->ngranules = s->va_size / SIM_GRANULE;
     s->used = calloc((s->ngranules + 63) / 64, sizeof *s->used);
     s->host = calloc((s->ngranules + 63) / 64, sizeof *s->host);
+    s->parked = calloc((s->ngranules + 63) / 64, sizeof *s->parked);
     void *va = mmap(NULL, s->va_size + SIM_GRANULE, PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (!s->used || !s->host || va == MAP_FAILED) {
+    if (!s->used || !s->host || !s->parked || va == MAP_FAILED) {
         if (va != MAP_FAILED)
             munmap(va, s->va_size + SIM_GRANULE);
         free(s->used);
         free(s->host);
+        free(s->parked);
         free(s);
         return VMEM_ERR_NOMEM;
     }

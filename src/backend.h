@@ -34,7 +34,9 @@ enum {
 typedef enum backend_backing {
     BACKEND_BACKING_NONE = 0,   /* not handed out */
     BACKEND_BACKING_DEVICE = 1,
-    BACKEND_BACKING_HOST = 2
+    BACKEND_BACKING_HOST = 2,
+    BACKEND_BACKING_PARKED = 3  /* handed out, nothing mapped: the address is
+                                   kept (a paused tag, see region_park) */
 } backend_backing_t;
 
 typedef struct backend backend_t;
@@ -66,6 +68,16 @@ typedef struct backend_host_ops {
                                  size_t *moved);
     /* What backs the granule at addr (for checks). */
     backend_backing_t (*backing)(const backend_t *b, const void *addr);
+    /* Pause with discard (src/tags.c): unmaps whatever backs [base, base +
+     * size) (granule-aligned, handed out, not parked), giving the memory
+     * back, and keeps the addresses reserved (BACKEND_BACKING_PARKED): no
+     * region_alloc takes them until region_free.  Waits for the device's
+     * queued work first.  Contents are lost. */
+    vmem_status_t (*region_park)(backend_t *b, void *base, size_t size);
+    /* Maps new memory, device (to_host 0) or host (1), at the parked range
+     * [base, base + size); contents undefined.  All or nothing: on failure
+     * the range stays parked. */
+    vmem_status_t (*region_unpark)(backend_t *b, void *base, size_t size, int to_host);
 } backend_host_ops_t;
 
 /* Fault injection state, shared by every backend (used by sim in tests). */
@@ -114,6 +126,11 @@ vmem_status_t backend_region_alloc_host(backend_t *b, size_t size, void *hint, v
 vmem_status_t backend_region_move(backend_t *b, void *base, size_t size, int to_host,
                                   size_t *moved);
 backend_backing_t backend_backing(const backend_t *b, const void *addr);
+/* Pause support (see backend_host_ops_t); VMEM_ERR_UNSUPPORTED without host
+ * backing.  Fault injection applies to region_unpark (the host peer's
+ * faults for host memory). */
+vmem_status_t backend_region_park(backend_t *b, void *base, size_t size);
+vmem_status_t backend_region_unpark(backend_t *b, void *base, size_t size, int to_host);
 vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes);
 void backend_destroy(backend_t *b);
 void backend_set_faults(backend_t *b, uint64_t nth, double rate, uint64_t seed);

@@ -47,7 +47,9 @@
 /* VMM_ZOMBIE: given back to the engine but still mapped, because a big
  * mapping could not be split (no memory for the copy); freed with the rest
  * of its mapping. */
-enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3, VMM_FREEING = 4 };
+enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3, VMM_FREEING = 4, VMM_PARKED = 5 };
+/* VMM_PARKED: handed out but nothing mapped (a tag paused with discard,
+ * region_park): the address stays reserved for it, an access faults. */
 /* VMM_FREEING: given back during a release batch, unmapped at its end
  * (then every big mapping is split once, knowing all that goes). */
 
@@ -600,14 +602,23 @@ static void vmm_region_free(backend_t *b, void *base, size_t size)
     vmm_backend_t *m = (vmm_backend_t *)b;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)base;
     size_t first = granule_index(m, p), n = size / m->granule, end = first + n;
+    size_t parked = 0;
     for (size_t i = first; i < end; i++) {
         if (m->state[i] == VMM_DEVICE)
             m->in_use -= m->granule;
         else if (m->state[i] == VMM_HOST)
             m->host_in_use -= m->granule;
+        else if (m->state[i] == VMM_PARKED) {
+            m->state[i] = VMM_NONE; /* nothing mapped: only the address goes */
+            parked++;
+        }
     }
+    if (parked == n)
+        return;
     if (m->batch_depth) { /* unmapped at the end of the batch */
-        memset(m->state + first, VMM_FREEING, n);
+        for (size_t i = first; i < end; i++)
+            if (m->state[i] != VMM_NONE)
+                m->state[i] = VMM_FREEING;
         if (first < m->pend_lo)
             m->pend_lo = first;
         if (end > m->pend_hi)
@@ -845,6 +856,72 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
     return r == CUDA_SUCCESS ? VMEM_OK : status_of(r);
 }
 
+/* Pause with discard: [base, base + size) unmapped (big mappings reaching
+ * out of it are first converted to granule handles), kept reserved. */
+static vmem_status_t vmm_region_park(backend_t *b, void *base, size_t size)
+{
+    vmm_backend_t *m = (vmm_backend_t *)b;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)base;
+    size_t first = granule_index(m, p), n = size / m->granule;
+    if (p < m->va || first + n > m->ngranules)
+        return VMEM_ERR_INVALID;
+    for (size_t i = first; i < first + n; i++)
+        if (m->state[i] != VMM_DEVICE && m->state[i] != VMM_HOST)
+            return VMEM_ERR_INVALID;
+    if (!ctx_enter(m))
+        return VMEM_ERR_BACKEND;
+    CUresult r = m->cu->CtxSynchronize(); /* queued work may still use it */
+    m->n.syncs++;
+    if (r == CUDA_SUCCESS) {
+        edges_split(m, first, first + n, 0);
+        for (size_t e = 0; e < 2 && m->bign; e++) {
+            size_t i = e ? first + n - 1 : first, b0 = i - i % m->bign;
+            if (m->big[i] && (b0 < first || b0 + m->bign > first + n))
+                r = CUDA_ERROR_OUT_OF_MEMORY; /* could not split: nothing parks */
+        }
+    }
+    if (r == CUDA_SUCCESS) {
+        run_unmap(m, first, n);
+        for (size_t i = first; i < first + n; i++) {
+            if (m->state[i] == VMM_DEVICE)
+                m->in_use -= m->granule;
+            else
+                m->host_in_use -= m->granule;
+            m->state[i] = VMM_PARKED;
+        }
+    }
+    if (!m->batch_depth)
+        scratch_drop(m);
+    ctx_leave(m);
+    return r == CUDA_SUCCESS ? VMEM_OK : status_of(r);
+}
+
+/* Resume: new memory (big handles where aligned) mapped at parked granules. */
+static vmem_status_t vmm_region_unpark(backend_t *b, void *base, size_t size, int to_host)
+{
+    vmm_backend_t *m = (vmm_backend_t *)b;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)base;
+    size_t first = granule_index(m, p), n = size / m->granule;
+    int kind = to_host ? VMM_HOST : VMM_DEVICE;
+    if (p < m->va || first + n > m->ngranules)
+        return VMEM_ERR_INVALID;
+    for (size_t i = first; i < first + n; i++)
+        if (m->state[i] != VMM_PARKED)
+            return VMEM_ERR_INVALID;
+    if (!ctx_enter(m))
+        return VMEM_ERR_BACKEND;
+    CUresult r = run_create(m, first, n, kind);
+    ctx_leave(m);
+    if (r != CUDA_SUCCESS)
+        return status_of(r);
+    memset(m->state + first, kind, n);
+    if (to_host)
+        m->host_in_use += size;
+    else
+        m->in_use += size;
+    return VMEM_OK;
+}
+
 static backend_backing_t vmm_backing(const backend_t *b, const void *addr)
 {
     const vmm_backend_t *m = (const vmm_backend_t *)b;
@@ -856,6 +933,8 @@ static backend_backing_t vmm_backing(const backend_t *b, const void *addr)
         return BACKEND_BACKING_DEVICE;
     case VMM_HOST:
         return BACKEND_BACKING_HOST;
+    case VMM_PARKED:
+        return BACKEND_BACKING_PARKED;
     default:
         return BACKEND_BACKING_NONE;
     }
@@ -877,12 +956,12 @@ static void vmm_destroy(backend_t *b)
     if (m->va && ctx_enter(m)) {
         m->cu->CtxSynchronize();
         for (size_t i = 0; m->state && i < m->ngranules;) {
-            if (m->state[i] == VMM_NONE) {
+            if (m->state[i] == VMM_NONE || m->state[i] == VMM_PARKED) {
                 i++;
                 continue;
             }
             size_t j = i;
-            while (j < m->ngranules && m->state[j] != VMM_NONE)
+            while (j < m->ngranules && m->state[j] != VMM_NONE && m->state[j] != VMM_PARKED)
                 j++;
             run_unmap(m, i, j - i);
             i = j;
@@ -911,7 +990,8 @@ static void vmm_destroy(backend_t *b)
 static const backend_ops_t vmm_ops = {vmm_region_alloc, vmm_region_free, vmm_mem_info,
                                       vmm_destroy};
 static const backend_host_ops_t vmm_host_ops = {vmm_region_alloc_host, vmm_region_move,
-                                                vmm_backing};
+                                                vmm_backing, vmm_region_park,
+                                                vmm_region_unpark};
 
 /* Host physical memory for VMM: HOST where the device supports it, else
  * HOST_NUMA node 0.  0 if neither. */

@@ -85,25 +85,25 @@ static unsigned bin_next(const bfc_arena_t *a, unsigned b)
     return (w << 6) + (unsigned)__builtin_ctzll(a->bitmap[w]);
 }
 
-/* A request tagged BFC_TAG_HOST (a spill) takes host memory only; others
- * take untagged chunks and their own stream's. */
-static int tag_ok(uintptr_t chunk_tag, uintptr_t tag)
+/* A request keyed BFC_STREAM_HOST (a spill) takes host memory only; others
+ * take chunks of no stream and their own stream's. */
+static int stream_ok(uintptr_t chunk_stream, uintptr_t stream)
 {
-    return chunk_tag == tag || (chunk_tag == 0 && tag != BFC_TAG_HOST);
+    return chunk_stream == stream || (chunk_stream == 0 && stream != BFC_STREAM_HOST);
 }
 
 /* A free chunk of a dedicated region serves a request only if the request
  * fills all but 1/DEDICATED_SLACK of it. */
 #define DEDICATED_SLACK 4u
 
-/* Best fit: the smallest free chunk >= size usable by tag (ties: first seen),
+/* Best fit: the smallest free chunk >= size usable on stream (ties: first seen),
  * skipping chunks of dedicated regions that size would leave mostly empty. */
-static bfc_chunk_t *bin_find(const bfc_arena_t *a, size_t size, uintptr_t tag)
+static bfc_chunk_t *bin_find(const bfc_arena_t *a, size_t size, uintptr_t stream)
 {
     for (unsigned b = bin_next(a, bfc_bin_index(size)); b < BFC_NBINS; b = bin_next(a, b + 1)) {
         bfc_chunk_t *best = NULL;
         for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext) {
-            if (c->size < size || !tag_ok(c->tag, tag))
+            if (c->size < size || !stream_ok(c->stream, stream))
                 continue;
             if (c->region->dedicated && size < c->size - c->size / DEDICATED_SLACK)
                 continue;
@@ -364,6 +364,10 @@ static void chunk_note_host(bfc_arena_t *a, bfc_chunk_t *c)
 static void held_sub(bfc_arena_t *a, uintptr_t lo, uintptr_t hi)
 {
     size_t host = 0;
+    if (a->parked) { /* paused with discard: every granule is parked */
+        a->parked -= hi - lo;
+        return;
+    }
     if (a->held_host) {
         for (uintptr_t p = lo; p < hi; p += a->granule) {
             uint8_t *m = &a->hostmap[hostmap_index(a, p)];
@@ -377,7 +381,7 @@ static void held_sub(bfc_arena_t *a, uintptr_t lo, uintptr_t hi)
 }
 
 /* Merges the chunks of right into left (they touch: left ends at right's
- * base), coalescing the two boundary chunks if both are free with one tag. */
+ * base), coalescing the two boundary chunks if both are free with one stream key. */
 static void region_merge(bfc_arena_t *a, bfc_region_t *left, bfc_region_t *right)
 {
     bfc_chunk_t *tail = region_last(left);
@@ -390,7 +394,7 @@ static void region_merge(bfc_arena_t *a, bfc_region_t *left, bfc_region_t *right
     left->live += right->live;
     region_unlink(a, right);
     free(right);
-    if (!tail->in_use && !head->in_use && tail->tag == head->tag) {
+    if (!tail->in_use && !head->in_use && tail->stream == head->stream) {
         bin_remove(a, tail);
         bin_remove(a, head);
         tail->size += head->size;
@@ -421,7 +425,7 @@ static int region_add_backed(bfc_arena_t *a, uintptr_t base, size_t size, int ho
     c->size = size;
     c->region = r;
     c->seq = a->seq;
-    c->tag = host ? BFC_TAG_HOST : 0;
+    c->stream = host ? BFC_STREAM_HOST : 0;
     region_link(a, r);
     bin_insert(a, c);
     if (host) {
@@ -451,7 +455,7 @@ static int region_add(bfc_arena_t *a, uintptr_t base, size_t size)
 static void region_release(bfc_arena_t *a, bfc_region_t *r)
 {
     /* Empty, but possibly still cut into free chunks of different stream
-     * tags (they do not coalesce): all of them go back together. */
+     * keys (they do not coalesce): all of them go back together. */
     assert(r->live == 0);
     for (bfc_chunk_t *c = r->first, *n; c; c = n) {
         n = c->next;
@@ -496,7 +500,7 @@ static int region_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t 
         if (right_chunk) {
             right_chunk->addr = hi;
             right_chunk->size = cend - hi;
-            right_chunk->tag = c->tag;
+            right_chunk->stream = c->stream;
             right_chunk->seq = c->seq;
             right_chunk->next = after;
             if (after)
@@ -581,19 +585,19 @@ static uintptr_t backing_run_end(const bfc_arena_t *a, uintptr_t p, uintptr_t en
 }
 
 /* Settles the free chunk c (in its bin) after frees or moves: it is cut
- * where the backing changes, pieces on host get BFC_TAG_HOST and pieces on
- * the device tag 0 (or keep their stream's tag), and each merges with free
- * neighbours of its tag.  Free host memory stays mapped for later spills
+ * where the backing changes, pieces on host get BFC_STREAM_HOST and pieces on
+ * the device stream key 0 (or keep their stream), and each merges with free
+ * neighbours of its key.  Free host memory stays mapped for later spills
  * (pinning host memory is slow) until bfc_release_host or the step
- * boundary gives it back.  A stream's tag may be dropped on host memory:
+ * boundary gives it back.  A stream key may be dropped on host memory:
  * only spills take it, and they come after the caller waited for every
  * stream (bfc_alloc_spill).  Returns the chunk now holding c's start. */
 static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
 {
-    uintptr_t stream = c->tag == BFC_TAG_HOST ? 0 : c->tag;
+    uintptr_t stream = c->stream == BFC_STREAM_HOST ? 0 : c->stream;
     bin_remove(a, c);
-    /* Cut first (pieces stay out of the bins), tag, then merge: neighbouring
-     * pieces lie on different backings, so carry different tags. */
+    /* Cut first (pieces stay out of the bins), key, then merge: neighbouring
+     * pieces lie on different backings, so carry different keys. */
     bfc_chunk_t *last = c;
     for (;;) {
         uintptr_t end = last->addr + last->size;
@@ -602,9 +606,9 @@ static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
         int host = granule_on_host(a, align_down(last->addr, a->granule));
         /* A piece that could not be cut off keeps everything it spans off
          * ordinary allocations. */
-        last->tag = host || (cut < end && !rest) ? BFC_TAG_HOST : stream;
+        last->stream = host || (cut < end && !rest) ? BFC_STREAM_HOST : stream;
         if (!rest) {
-            if (last != c && last->prev->tag == last->tag) {
+            if (last != c && last->prev->stream == last->stream) {
                 bfc_chunk_t *p = last->prev;
                 p->size += last->size;
                 p->next = last->next;
@@ -640,7 +644,7 @@ static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
 }
 
 /* Settles every free chunk that touches host memory or carries
- * BFC_TAG_HOST (after tags were cleared or granules moved). */
+ * BFC_STREAM_HOST (after stream keys were cleared or granules moved). */
 static void arena_settle_host(bfc_arena_t *a)
 {
     uintptr_t resume = 0; /* everything below is settled */
@@ -654,7 +658,7 @@ static void arena_settle_host(bfc_arena_t *a)
                     continue;
                 int device;
                 size_t host = span_host_bytes(a, c->addr, c->size, &device);
-                if ((c->tag != BFC_TAG_HOST && host) || (c->tag == BFC_TAG_HOST && device)) {
+                if ((c->stream != BFC_STREAM_HOST && host) || (c->stream == BFC_STREAM_HOST && device)) {
                     found = c;
                     break;
                 }
@@ -695,7 +699,7 @@ static void arena_release_host(bfc_arena_t *a)
         resume = found->addr + found->size;
         chunk_release_host(a, found);
     }
-    /* Empty regions cut into free chunks of different tags: the granules
+    /* Empty regions cut into free chunks of different stream keys: the granules
      * no chunk covers whole go back with the region. */
     for (bfc_region_t *r = a->regions, *n; r && a->held_host; r = n) {
         n = r->next;
@@ -718,7 +722,7 @@ static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi
         r->addr = lo;
         r->size = c->addr + c->size - lo;
         r->region = c->region;
-        r->tag = c->tag;
+        r->stream = c->stream;
         r->seq = c->seq;
         r->prev = c;
         r->next = c->next;
@@ -758,8 +762,8 @@ static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi
 }
 
 /* A run of whole free granules of device memory: [lo, hi) lies inside
- * consecutive free chunks starting with run (one tag, or several: stream
- * tags may cut a free granule, and giving memory back waits for the
+ * consecutive free chunks starting with run (one stream key, or several: stream
+ * keys may cut a free granule, and giving memory back waits for the
  * device anyway). */
 typedef struct hole {
     bfc_chunk_t *run;
@@ -786,13 +790,13 @@ static hole_t *holes_find(const bfc_arena_t *a, uintptr_t keep_from, uint64_t mi
     *n = 0;
     for (bfc_region_t *r = a->regions; r; r = r->next) {
         for (bfc_chunk_t *c = r->first; c;) {
-            if (c->in_use || c->tag == BFC_TAG_HOST || a->seq - c->seq < min_age) {
+            if (c->in_use || c->stream == BFC_STREAM_HOST || a->seq - c->seq < min_age) {
                 c = c->next;
                 continue;
             }
             bfc_chunk_t *run = c;
             uintptr_t end = c->addr;
-            for (; c && !c->in_use && c->tag != BFC_TAG_HOST && a->seq - c->seq >= min_age;
+            for (; c && !c->in_use && c->stream != BFC_STREAM_HOST && a->seq - c->seq >= min_age;
                  c = c->next)
                 end = c->addr + c->size;
             uintptr_t lo = align_up(run->addr, g), hi = align_down(end, g);
@@ -830,7 +834,7 @@ static int region_idle(const bfc_arena_t *a, const bfc_region_t *r, uint64_t min
 static size_t arena_release(bfc_arena_t *a, size_t target, uintptr_t keep_from, uint64_t min_age)
 {
     size_t before = a->held;
-    /* Device memory only: free host memory (BFC_TAG_HOST) is kept for
+    /* Device memory only: free host memory (BFC_STREAM_HOST) is kept for
      * spills, see bfc_release_host.  Whole empty regions first, largest
      * first.  One batch: the backend waits for the device once. */
     backend_release_batch(a->backend, 1);
@@ -867,7 +871,7 @@ again:
         }
         free(h);
         /* A punch may have left an empty region behind (free chunks of
-         * different stream tags, none holding a whole granule). */
+         * different stream keys, none holding a whole granule). */
         if (punched && a->held > target)
             goto again;
     }
@@ -974,11 +978,12 @@ static int arena_grow(bfc_arena_t *a, size_t need)
     size_t g = a->granule;
     int dedicated = a->params.dedicated_min && need >= a->params.dedicated_min &&
                     !(a->backend->flags & BACKEND_F_CONTIGUOUS);
-    if (a->pending || a->held >= a->limit) {
+    size_t held = a->held + a->others_held; /* tags share the limit */
+    if (a->pending || held >= a->limit) {
         a->last_fail = BFC_FAIL_LIMIT;
         return -1;
     }
-    size_t room = align_down(a->limit - a->held, g);
+    size_t room = align_down(a->limit - held, g);
     void *hint = NULL;
     size_t credit = 0;
     uintptr_t keep = UINTPTR_MAX; /* a trim keeps the tail the growth extends */
@@ -988,7 +993,7 @@ static int arena_grow(bfc_arena_t *a, size_t need)
             last = last->next;
         hint = (void *)(last->base + last->size);
         bfc_chunk_t *tail = region_last(last);
-        if (!tail->in_use && tail->tag == 0)
+        if (!tail->in_use && tail->stream == 0)
             credit = tail->size;
         keep = tail->in_use ? (uintptr_t)hint : tail->addr;
     }
@@ -1039,7 +1044,8 @@ static int arena_grow(bfc_arena_t *a, size_t need)
             return 0;
         /* Not placed after the tail: the credit did not apply; try once more
          * for the full size (the region just added stays for later use). */
-        room = a->held < a->limit ? align_down(a->limit - a->held, g) : 0;
+        held = a->held + a->others_held;
+        room = held < a->limit ? align_down(a->limit - held, g) : 0;
         credit = 0;
         hint = NULL;
         if (need <= size)
@@ -1048,19 +1054,19 @@ static int arena_grow(bfc_arena_t *a, size_t need)
     return 0;
 }
 
-void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
+void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
 {
     size_t rs = bfc_round(size);
     if (rs == 0) {
         a->last_fail = BFC_FAIL_SIZE;
         return NULL;
     }
-    bfc_chunk_t *c = bin_find(a, rs, tag);
+    bfc_chunk_t *c = bin_find(a, rs, stream);
     if (!c) {
         /* A grow that failed may still have added a region (placed away
          * from the tail it was to extend) that serves the request. */
         int grew = arena_grow(a, rs) == 0;
-        c = bin_find(a, rs, tag);
+        c = bin_find(a, rs, stream);
         if (!c) {
             if (grew)
                 a->last_fail = BFC_FAIL_LIMIT;
@@ -1078,7 +1084,7 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
             rest->addr = c->addr + rs;
             rest->size = c->size - rs;
             rest->region = c->region;
-            rest->tag = c->tag;
+            rest->stream = c->stream;
             rest->seq = c->seq;
             rest->prev = c;
             rest->next = c->next;
@@ -1092,7 +1098,7 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
     c->in_use = 1;
     c->requested = size;
     c->seq = ++a->seq;
-    c->tag = 0;
+    c->stream = 0;
     c->region->live++;
     a->in_use += c->size;
     a->requested += size;
@@ -1104,11 +1110,11 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
     return (void *)c->addr;
 }
 
-/* Merges free chunk c with its free neighbours of the same tag. */
+/* Merges free chunk c with its free neighbours of the same stream key. */
 static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
 {
     bfc_chunk_t *n = c->next;
-    if (n && !n->in_use && n->tag == c->tag) {
+    if (n && !n->in_use && n->stream == c->stream) {
         bin_remove(a, n);
         c->size += n->size;
         if (n->seq > c->seq)
@@ -1119,7 +1125,7 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
         chunk_delete(a, n);
     }
     bfc_chunk_t *p = c->prev;
-    if (p && !p->in_use && p->tag == c->tag) {
+    if (p && !p->in_use && p->stream == c->stream) {
         bin_remove(a, p);
         p->size += c->size;
         if (c->seq > p->seq)
@@ -1133,7 +1139,7 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
     return c;
 }
 
-vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
+vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t stream, size_t *size)
 {
     bfc_chunk_t *c = map_del(&a->live, (uintptr_t)p);
     if (!c)
@@ -1151,7 +1157,7 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
     c->in_use = 0;
     c->requested = 0;
     c->seq = a->seq; /* free: last used when this many allocations were made */
-    c->tag = tag;
+    c->stream = stream;
     c->region->live--;
     c = chunk_coalesce(a, c);
     bin_insert(a, c);
@@ -1173,14 +1179,14 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
     return VMEM_OK;
 }
 
-void bfc_clear_tags(bfc_arena_t *a)
+void bfc_clear_streams(bfc_arena_t *a)
 {
     for (bfc_region_t *r = a->regions; r; r = r->next) {
         for (bfc_chunk_t *c = r->first; c; c = c->next) {
-            if (c->in_use || c->tag == 0)
+            if (c->in_use || c->stream == 0)
                 continue;
             bin_remove(a, c);
-            c->tag = 0;
+            c->stream = 0;
             c = chunk_coalesce(a, c);
             bin_insert(a, c);
         }
@@ -1219,13 +1225,13 @@ static size_t region_last_free_host(const bfc_arena_t *a)
     while (last->next)
         last = last->next;
     const bfc_chunk_t *tail = region_last((bfc_region_t *)last);
-    return !tail->in_use && tail->tag == BFC_TAG_HOST ? tail->size : 0;
+    return !tail->in_use && tail->stream == BFC_STREAM_HOST ? tail->size : 0;
 }
 
-void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_room)
+void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t stream, size_t host_room)
 {
     size_t rs = bfc_round(size), g = a->granule;
-    (void)tag; /* memory kept for spills belongs to no stream */
+    (void)stream; /* memory kept for spills belongs to no stream */
     if (rs == 0) {
         a->last_fail = BFC_FAIL_SIZE;
         return NULL;
@@ -1236,7 +1242,7 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_ro
     }
     /* Free host memory kept from earlier spills first, else new granules
      * at the end of the arena, joined to its free host tail if it has one. */
-    if (!bin_find(a, rs, BFC_TAG_HOST)) {
+    if (!bin_find(a, rs, BFC_STREAM_HOST)) {
         void *hint = NULL;
         size_t credit = 0;
         if (a->regions) {
@@ -1245,7 +1251,7 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_ro
                 last = last->next;
             hint = (void *)(last->base + last->size);
             bfc_chunk_t *tail = region_last(last);
-            if (!tail->in_use && tail->tag == BFC_TAG_HOST)
+            if (!tail->in_use && tail->stream == BFC_STREAM_HOST)
                 credit = tail->size;
         }
         for (;;) {
@@ -1282,7 +1288,7 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_ro
             break;
         }
     }
-    void *p = bfc_alloc(a, size, BFC_TAG_HOST);
+    void *p = bfc_alloc(a, size, BFC_STREAM_HOST);
     if (!p) {
         arena_release_host(a);
         return NULL;
@@ -1475,10 +1481,10 @@ static vmem_status_t arena_bring_back_all(bfc_arena_t *a, bfc_moves_t *m)
  * as far as the limit allows, giving back free device granules for room. */
 static vmem_status_t arena_bring_back(bfc_arena_t *a, size_t need, bfc_moves_t *m)
 {
-    size_t g = a->granule;
-    if (a->held + need > a->limit)
-        bfc_release(a, a->limit > need ? a->limit - need : 0);
-    size_t room = a->held < a->limit ? align_down(a->limit - a->held, g) : 0;
+    size_t g = a->granule, limit = a->limit > a->others_held ? a->limit - a->others_held : 0;
+    if (a->held + need > limit)
+        bfc_release(a, limit > need ? limit - need : 0);
+    size_t room = a->held < limit ? align_down(limit - a->held, g) : 0;
     if (room == 0)
         return VMEM_OK;
     if (room >= need)
@@ -1528,6 +1534,228 @@ vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves
             for (bfc_chunk_t *c = r->first; c; c = c->next)
                 if (c->in_use)
                     chunk_note_host(a, c);
+    }
+    if (moves)
+        *moves = m;
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pause and resume (allocation tags, src/tags.c)                           */
+/* ------------------------------------------------------------------------ */
+
+static int arena_can_pause(const bfc_arena_t *a)
+{
+    const backend_host_ops_t *h = a->backend->host_ops;
+    return a->hostmap && h && h->region_park && h->region_unpark;
+}
+
+/* After granules changed backing: free chunks settled, live chunks' host
+ * bytes brought up to date. */
+static void arena_note_all(bfc_arena_t *a)
+{
+    arena_settle_host(a);
+    for (bfc_region_t *r = a->regions; r; r = r->next)
+        for (bfc_chunk_t *c = r->first; c; c = c->next)
+            if (c->in_use)
+                chunk_note_host(a, c);
+}
+
+/* Moves back to the device every granule that snap (a copy of the host map)
+ * says was there and that is on host now. */
+static void arena_restore(bfc_arena_t *a, const uint8_t *snap, bfc_moves_t *m)
+{
+    size_t g = a->granule;
+    for (bfc_region_t *r = a->regions; r; r = r->next) {
+        uintptr_t end = r->base + r->size;
+        for (uintptr_t p = r->base; p < end;) {
+            size_t i = hostmap_index(a, p);
+            if (snap[i] || !a->hostmap[i]) {
+                p += g;
+                continue;
+            }
+            uintptr_t e = p + g;
+            while (e < end && !snap[hostmap_index(a, e)] && a->hostmap[hostmap_index(a, e)])
+                e += g;
+            run_move(a, p, e, 0, m); /* what fails stays on host, still valid */
+            p = e;
+        }
+    }
+}
+
+/* Pause with keep: every device granule of the arena to host memory. */
+static vmem_status_t arena_pause_keep(bfc_arena_t *a, size_t host_room, bfc_moves_t *m)
+{
+    size_t g = a->granule;
+    if (a->held > align_down(host_room, g))
+        return VMEM_ERR_NOMEM;
+    uint8_t *snap = malloc(a->hostmap_len);
+    if (!snap)
+        return VMEM_ERR_NOMEM;
+    memcpy(snap, a->hostmap, a->hostmap_len);
+    vmem_status_t st = VMEM_OK;
+    for (bfc_region_t *r = a->regions; r && st == VMEM_OK; r = r->next) {
+        uintptr_t end = r->base + r->size;
+        for (uintptr_t p = r->base; p < end && st == VMEM_OK;) {
+            if (granule_on_host(a, p)) {
+                p += g;
+                continue;
+            }
+            uintptr_t e = p + g;
+            while (e < end && !granule_on_host(a, e))
+                e += g;
+            st = run_move(a, p, e, 1, m);
+            p = e;
+        }
+    }
+    if (st != VMEM_OK)
+        arena_restore(a, snap, m);
+    else
+        a->paused = BFC_PAUSED_KEEP;
+    free(snap);
+    arena_note_all(a);
+    return st;
+}
+
+/* Maps memory again at the parked regions [first, stop) as the host map
+ * says (used to undo a failed park or unpark; contents are lost anyway). */
+static void regions_unpark_as_mapped(bfc_arena_t *a, bfc_region_t *first, bfc_region_t *stop)
+{
+    size_t g = a->granule;
+    for (bfc_region_t *r = first; r != stop; r = r->next) {
+        uintptr_t end = r->base + r->size;
+        for (uintptr_t p = r->base; p < end;) {
+            int host = a->hostmap[hostmap_index(a, p)] != 0;
+            uintptr_t e = p + g;
+            while (e < end && (a->hostmap[hostmap_index(a, e)] != 0) == host)
+                e += g;
+            vmem_status_t st = backend_region_unpark(a->backend, (void *)p, e - p, host);
+            assert(st == VMEM_OK && "memory just given back could not be mapped again");
+            (void)st;
+            p = e;
+        }
+    }
+}
+
+/* Pause with discard: every granule of every region parked. */
+static vmem_status_t arena_pause_discard(bfc_arena_t *a)
+{
+    vmem_status_t st = VMEM_OK;
+    bfc_region_t *r = a->regions;
+    backend_release_batch(a->backend, 1);
+    for (; r && st == VMEM_OK; r = st == VMEM_OK ? r->next : r)
+        st = backend_region_park(a->backend, (void *)r->base, r->size);
+    backend_release_batch(a->backend, 0);
+    if (st != VMEM_OK) {
+        regions_unpark_as_mapped(a, a->regions, r);
+        return st;
+    }
+    for (r = a->regions; r; r = r->next)
+        hostmap_mark(a, r->base, r->base + r->size, 0);
+    a->parked = a->held + a->held_host;
+    a->held = a->held_host = 0;
+    a->paused = BFC_PAUSED_DISCARD;
+    arena_note_all(a);
+    return VMEM_OK;
+}
+
+vmem_status_t bfc_pause(bfc_arena_t *a, int keep, size_t host_room, bfc_moves_t *moves)
+{
+    bfc_moves_t m = {0};
+    vmem_status_t st = VMEM_OK;
+    if (!arena_can_pause(a))
+        return VMEM_ERR_UNSUPPORTED;
+    if (a->paused == BFC_PAUSED_DISCARD || (a->paused == BFC_PAUSED_KEEP && keep))
+        goto out;
+    if (!a->paused) {
+        /* Free memory goes back first: only live data is kept or parked. */
+        bfc_release(a, 0);
+        arena_release_host(a);
+    }
+    st = keep ? arena_pause_keep(a, host_room, &m) : arena_pause_discard(a);
+out:
+    if (moves)
+        *moves = m;
+    return st;
+}
+
+/* Resume after discard: regions with nothing live go back whole (only
+ * their addresses were held); the others get device memory from their
+ * lowest address on while room lasts, host memory for the rest. */
+static vmem_status_t arena_resume_discard(bfc_arena_t *a, size_t room, int spill,
+                                          size_t host_room)
+{
+    size_t g = a->granule;
+    for (bfc_region_t *r = a->regions, *n; r; r = n) {
+        n = r->next;
+        if (r->live == 0)
+            region_release(a, r);
+    }
+    size_t need = a->parked;
+    if (need > room && (!spill || need - room > align_down(host_room, g)))
+        return VMEM_ERR_NOMEM;
+    size_t left = room;
+    vmem_status_t st = VMEM_OK;
+    bfc_region_t *r = a->regions;
+    for (; r; r = r->next) {
+        size_t dev = r->size < left ? r->size : left;
+        if (dev) {
+            st = backend_region_unpark(a->backend, (void *)r->base, dev, 0);
+            if (st != VMEM_OK)
+                break;
+        }
+        if (dev < r->size) {
+            st = backend_region_unpark(a->backend, (void *)(r->base + dev), r->size - dev, 1);
+            if (st != VMEM_OK) {
+                if (dev)
+                    backend_region_park(a->backend, (void *)r->base, dev);
+                break;
+            }
+        }
+        left -= dev;
+    }
+    if (st != VMEM_OK) { /* park again what was mapped: still paused */
+        for (bfc_region_t *q = a->regions; q != r; q = q->next)
+            backend_region_park(a->backend, (void *)q->base, q->size);
+        return st;
+    }
+    a->parked = 0;
+    a->paused = 0;
+    left = room;
+    for (r = a->regions; r; r = r->next) {
+        size_t dev = r->size < left ? r->size : left;
+        left -= dev;
+        held_add(a, dev);
+        if (dev < r->size) {
+            hostmap_mark(a, r->base + dev, r->base + r->size, 1);
+            a->held_host += r->size - dev;
+            if (a->held_host > a->peak_held_host)
+                a->peak_held_host = a->held_host;
+        }
+    }
+    arena_note_all(a);
+    return VMEM_OK;
+}
+
+vmem_status_t bfc_resume(bfc_arena_t *a, int spill, size_t host_room, bfc_moves_t *moves)
+{
+    bfc_moves_t m = {0};
+    vmem_status_t st = VMEM_OK;
+    size_t limit = a->limit > a->others_held ? a->limit - a->others_held : 0;
+    size_t room = a->held < limit ? align_down(limit - a->held, a->granule) : 0;
+    if (a->paused == BFC_PAUSED_KEEP) {
+        arena_release_host(a); /* free host memory: nothing to bring back */
+        size_t need = host_live_bytes(a);
+        if (need > room && !spill) {
+            st = VMEM_ERR_NOMEM;
+        } else {
+            a->paused = 0;
+            if (need)
+                st = arena_bring_back(a, need, &m);
+            arena_note_all(a);
+        }
+    } else if (a->paused == BFC_PAUSED_DISCARD) {
+        st = arena_resume_discard(a, room, spill, host_room);
     }
     if (moves)
         *moves = m;
@@ -1607,10 +1835,16 @@ static vmem_status_t hostmap_check(const bfc_arena_t *a, char *why, size_t len)
             int host = a->hostmap[(p - a->backend->range_base) / g];
             in_regions += (size_t)host;
             backend_backing_t bk = backend_backing(a->backend, (const void *)p);
-            if (bk != BACKEND_BACKING_NONE &&
-                bk != (host ? BACKEND_BACKING_HOST : BACKEND_BACKING_DEVICE))
-                return fail(why, len, "granule %#lx: map says %s, backend says %s", (unsigned long)p,
-                            host ? "host" : "device", bk == BACKEND_BACKING_HOST ? "host" : "device");
+            backend_backing_t want = a->paused == BFC_PAUSED_DISCARD ? BACKEND_BACKING_PARKED
+                                     : host                          ? BACKEND_BACKING_HOST
+                                                                     : BACKEND_BACKING_DEVICE;
+            static const char *const names[] = {"none", "device", "host", "parked"};
+            if (bk != BACKEND_BACKING_NONE && bk != want)
+                return fail(why, len, "granule %#lx: engine says %s, backend says %s",
+                            (unsigned long)p, names[want], names[bk]);
+            if (a->paused == BFC_PAUSED_KEEP && !host)
+                return fail(why, len, "granule %#lx of an arena paused with keep is not on host",
+                            (unsigned long)p);
         }
     }
     if (marked != in_regions)
@@ -1663,9 +1897,9 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
             if (c->host_bytes != (c->in_use ? hb : 0))
                 return fail(why, len, "chunk %#lx: host bytes %zu, granules say %zu",
                             (unsigned long)c->addr, c->host_bytes, c->in_use ? hb : 0);
-            if (!c->in_use && ((c->tag != BFC_TAG_HOST && hb) || (c->tag == BFC_TAG_HOST && !hb)))
-                return fail(why, len, "free chunk %#lx: tag %#lx with %zu bytes on host",
-                            (unsigned long)c->addr, (unsigned long)c->tag, hb);
+            if (!c->in_use && ((c->stream != BFC_STREAM_HOST && hb) || (c->stream == BFC_STREAM_HOST && !hb)))
+                return fail(why, len, "free chunk %#lx: stream %#lx with %zu bytes on host",
+                            (unsigned long)c->addr, (unsigned long)c->stream, hb);
             if (c->host_bytes) {
                 host_in_use += c->host_bytes;
                 host_requested += c->requested;
@@ -1690,7 +1924,7 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
                     x = x->fnext;
                 if (!x)
                     return fail(why, len, "free chunk %#lx not in its bin", (unsigned long)c->addr);
-                if (pc && !pc->in_use && pc->tag == c->tag)
+                if (pc && !pc->in_use && pc->stream == c->stream)
                     return fail(why, len, "free chunks %#lx and %#lx not coalesced",
                                 (unsigned long)pc->addr, (unsigned long)c->addr);
             }
@@ -1708,9 +1942,15 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
     }
     if (nreg != a->nregions)
         return fail(why, len, "region count %zu, counted %zu", a->nregions, nreg);
-    if (held != a->held + a->held_host)
-        return fail(why, len, "held %zu + host-backed %zu, regions sum to %zu", a->held,
-                    a->held_host, held);
+    if (held != a->held + a->held_host + a->parked)
+        return fail(why, len, "held %zu + host-backed %zu + parked %zu, regions sum to %zu",
+                    a->held, a->held_host, a->parked, held);
+    if (a->paused != 0 && a->paused != BFC_PAUSED_KEEP && a->paused != BFC_PAUSED_DISCARD)
+        return fail(why, len, "paused is %d", a->paused);
+    if (a->paused ? a->held != 0 : a->parked != 0)
+        return fail(why, len, "paused %d with %zu held, %zu parked", a->paused, a->held, a->parked);
+    if (a->paused == BFC_PAUSED_DISCARD && a->held_host)
+        return fail(why, len, "paused with discard, %zu bytes on host", a->held_host);
     vmem_status_t hst = hostmap_check(a, why, len);
     if (hst != VMEM_OK)
         return hst;

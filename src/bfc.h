@@ -22,7 +22,7 @@
 #define BFC_SUB (1u << BFC_SUB_BITS)  /* sub-bins per power of two */
 #define BFC_NBINS 832u                /* covers sizes up to 2^63 */
 #define BFC_NWORDS ((BFC_NBINS + 63u) / 64u)
-#define BFC_TAG_HOST (~(uintptr_t)0)  /* free memory on host-backed granules, kept for spills */
+#define BFC_STREAM_HOST (~(uintptr_t)0)  /* free memory on host-backed granules, kept for spills */
 
 struct bfc_region;
 
@@ -35,12 +35,12 @@ struct bfc_region;
  *    exactly, linked in address order by prev/next (NULL at the region ends).
  *  - A free chunk is in exactly one bin, bin_index(size), linked by
  *    fprev/fnext; an in-use chunk is in the live map, keyed by addr.
- *  - No two neighbours are both free with the same tag (immediate coalescing).
+ *  - No two neighbours are both free with the same stream key (immediate coalescing).
  *  - requested > 0 iff in use.
  *  - host_bytes is 0 for a free chunk, and for an in-use one the bytes of
  *    it that lie on host-backed granules (see bfc_arena_t).
  *  - A free chunk touches a host-backed granule iff it is tagged
- *    BFC_TAG_HOST.  (Free memory on host-backed granules is kept for
+ *    BFC_STREAM_HOST.  (Free memory on host-backed granules is kept for
  *    spills: ordinary allocations never land there.)
  */
 typedef struct bfc_chunk {
@@ -50,7 +50,7 @@ typedef struct bfc_chunk {
     struct bfc_chunk *prev, *next;   /* address order within the region */
     struct bfc_chunk *fprev, *fnext; /* bin list (free) / pool list (unused) */
     struct bfc_region *region;
-    uintptr_t tag;                   /* free: stream that may reuse it at once (0: any) */
+    uintptr_t stream;                /* free: stream that may reuse it at once (0: any) */
     uint64_t seq;                    /* in use: allocation order (1 = oldest) */
     uint32_t bin;
     uint8_t in_use;
@@ -120,7 +120,7 @@ typedef enum bfc_fail_reason {
  * bfc_rebalance.
  *
  * Invariants:
- *  - held + held_host == sum of region sizes; in_use == sum of in-use chunk sizes;
+ *  - held + held_host + parked == sum of region sizes; in_use == sum of in-use chunk sizes;
  *    requested == sum of their requested sizes; live.count == in-use chunks.
  *  - held <= limit, unless pending (a shrink is waiting for frees or for
  *    the next bfc_rebalance).
@@ -132,6 +132,14 @@ typedef enum bfc_fail_reason {
  *    over the in-use chunks with host_bytes > 0.
  *  - bit b of bitmap is set iff bins[b] is non-empty; bit w of top is set
  *    iff bitmap[w] != 0.
+ *  - Pause (bfc_pause): paused is 0, BFC_PAUSED_KEEP (every granule of
+ *    every region host-backed) or BFC_PAUSED_DISCARD (every granule parked:
+ *    held == held_host == 0, parked == sum of region sizes).  parked is 0
+ *    unless paused is BFC_PAUSED_DISCARD.  A paused arena takes no
+ *    allocation (the caller's duty); frees are fine.
+ *  - others_held is set by the caller: device bytes held by other arenas
+ *    that share this arena's limit (allocation tags, src/tags.c); growth and
+ *    moves back to the device keep held + others_held <= limit.
  */
 typedef struct bfc_arena {
     backend_t *backend;
@@ -171,7 +179,13 @@ typedef struct bfc_arena {
     size_t trim_from;           /* held before the last trim (0: none since) */
     size_t trim_floor;          /* trims keep held + growth at least this */
     bfc_fail_reason_t last_fail;
+    size_t others_held;          /* device bytes of arenas sharing the limit */
+    size_t parked;               /* bytes of parked granules (paused, discard) */
+    int paused;                  /* 0, BFC_PAUSED_KEEP, BFC_PAUSED_DISCARD */
 } bfc_arena_t;
+
+#define BFC_PAUSED_KEEP 1
+#define BFC_PAUSED_DISCARD 2
 
 /* Rounds size up to BFC_ALIGN; returns 0 if size is 0 or rounding overflows. */
 size_t bfc_round(size_t size);
@@ -182,12 +196,12 @@ vmem_status_t bfc_init(bfc_arena_t *a, backend_t *b, const bfc_params_t *p, size
 size_t bfc_fini(bfc_arena_t *a);
 
 /* Allocates; NULL on failure with a->last_fail set. */
-void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag);
+void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream);
 
 /* Frees the live block starting at p.  VMEM_ERR_FOREIGN_PTR if p is not the
  * start of a live block of this arena (the arena is unchanged).  *size gets
  * the block's rounded size. */
-vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size);
+vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t stream, size_t *size);
 
 /* For a pointer that bfc_free rejected: VMEM_ERR_DOUBLE_FREE if it is a
  * 256-byte-aligned address inside a free chunk of this arena (a freed block
@@ -218,7 +232,7 @@ size_t bfc_release(bfc_arena_t *a, size_t target);
  * after the caller waited for the work of every stream that freed memory
  * (free memory on host granules belongs to no stream).  NULL on failure
  * (a->last_fail set; BFC_FAIL_BACKEND without host backing). */
-void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t tag, size_t host_room);
+void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t stream, size_t host_room);
 
 typedef struct bfc_moves {
     size_t to_host;       /* live granules evicted to host memory */
@@ -250,8 +264,33 @@ size_t bfc_release_host(bfc_arena_t *a);
 /* Bytes of [p, p + size) that lie on host-backed granules (0 without). */
 size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size);
 
-/* Sets every free chunk's tag to 0 and coalesces what that allows. */
-void bfc_clear_tags(bfc_arena_t *a);
+/* Sets every free chunk's stream key to 0 (any stream) and coalesces what
+ * that allows. */
+void bfc_clear_streams(bfc_arena_t *a);
+
+/* Pauses the arena (host backing with park support only, else
+ * VMEM_ERR_UNSUPPORTED): gives back every free granule, then moves every
+ * remaining granule to host memory at the same address (keep: contents
+ * kept; at most host_room bytes, else VMEM_ERR_NOMEM with nothing moved) or
+ * parks it (discard: device and host memory given back, addresses kept).
+ * Afterwards held == 0.  On a backend failure the granules moved so far are
+ * moved back (keep) or unparked to the device (discard) and the arena is as
+ * before, less its free memory.  Pausing a paused arena: discard over keep
+ * drops the host copy; otherwise VMEM_OK and nothing done.  The device must
+ * not be using the arena's memory.  *moves (if not NULL) gets the bytes. */
+vmem_status_t bfc_pause(bfc_arena_t *a, int keep, size_t host_room, bfc_moves_t *moves);
+
+/* Resumes a paused arena: maps device memory back at its addresses, as far
+ * as held + others_held stays within the limit, restoring the contents
+ * (keep) or leaving them undefined (discard).  If everything does not fit:
+ * VMEM_ERR_NOMEM and nothing done, unless spill: then what does not fit
+ * stays on (keep) or is mapped on (discard) host memory at the same
+ * addresses, at most host_room bytes more (else VMEM_ERR_NOMEM, nothing
+ * done).  A backend failure: discard: VMEM_ERR_BACKEND and still paused;
+ * keep: the arena is resumed with what did not move left on host memory
+ * (contents intact), and the failure is returned.  VMEM_OK and nothing done
+ * if the arena is not paused. */
+vmem_status_t bfc_resume(bfc_arena_t *a, int spill, size_t host_room, bfc_moves_t *moves);
 
 /* Verifies every invariant; on failure writes the first broken one into
  * why (if not NULL) and returns VMEM_ERR_INVALID. */

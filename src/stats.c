@@ -61,7 +61,21 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.planned_steps = v->place.stats.planned_steps;
     s.diverged_steps = v->place.stats.diverged_steps;
     s.plan_host_bytes = v->place.stats.last_plan_host_bytes;
-    s.device_unused = v->dev.held - (v->dev.in_use - v->dev.host_in_use);
+    if (v->tags) { /* tagged blocks (tags.c) count with the rest */
+        tags_totals_t t;
+        tags_totals(v, &t);
+        s.device_held += t.device_held;
+        s.device_in_use += t.in_use - t.host_in_use;
+        s.device_requested += t.requested - t.host_requested;
+        s.device_peak_held += t.peak_held;
+        s.device_peak_in_use += t.peak_in_use;
+        s.device_regions += t.regions;
+        s.host_held += t.held_host;
+        s.host_in_use += t.host_in_use;
+        s.host_peak_held += t.peak_held_host;
+        s.host_peak_in_use += t.peak_host_in_use;
+    }
+    s.device_unused = s.device_held - s.device_in_use;
     double now = vmem_now();
     if (v->unused_t0 == 0)
         v->unused_t0 = v->unused_t = now;
@@ -87,6 +101,19 @@ typedef struct jbuf {
 static void jprintf(jbuf_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void jprintf(jbuf_t *j, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(j->pos < j->len ? j->buf + j->pos : NULL, j->pos < j->len ? j->len - j->pos : 0,
+                      fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        j->pos += (size_t)n;
+}
+
+static void jprintf_ctx(void *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jprintf_ctx(void *ctx, const char *fmt, ...)
+{
+    jbuf_t *j = ctx;
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(j->pos < j->len ? j->buf + j->pos : NULL, j->pos < j->len ? j->len - j->pos : 0,
@@ -161,6 +188,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"controlFile\":\"%s\",\"controlPending\":%s,\"controlErrors\":%llu",
             !cs.active ? "none" : cs.in_error ? "error" : "ok", cs.pending ? "true" : "false",
             (unsigned long long)cs.errors);
+    tags_json(v, jprintf_ctx, &j); /* one entry per tag other than 0 */
     jprintf(&j, "}");
     if (needed)
         *needed = j.pos;
@@ -171,14 +199,23 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
 
 vmem_status_t stats_write_file(vmem_t *v, const char *path)
 {
-    char buf[4096];
+    char small[4096], *buf = small;
     size_t need = 0;
-    if (vmem_stats_json(v, buf, sizeof buf, &need) != VMEM_OK)
-        return VMEM_ERR_SIZE;
+    if (vmem_stats_json(v, buf, sizeof small, &need) != VMEM_OK) {
+        /* many tags: a buffer of the size needed (stats may grow meanwhile) */
+        buf = malloc(need + 1024);
+        if (!buf || vmem_stats_json(v, buf, need + 1024, &need) != VMEM_OK) {
+            free(buf);
+            return VMEM_ERR_SIZE;
+        }
+    }
     size_t tlen = strlen(path) + 48;
     char *tmp = malloc(tlen);
-    if (!tmp)
+    if (!tmp) {
+        if (buf != small)
+            free(buf);
         return VMEM_ERR_NOMEM;
+    }
     /* a name of its own for each write: two instances (or threads) writing
      * the same path never share a temporary file; readers only ever see a
      * complete file, since rename replaces it in one step */
@@ -194,6 +231,8 @@ vmem_status_t stats_write_file(vmem_t *v, const char *path)
     if (!ok)
         unlink(tmp);
     free(tmp);
+    if (buf != small)
+        free(buf);
     /* one error per run of failures, not one per step */
     int was = atomic_exchange(&v->stats_failing, !ok);
     if (!ok && !was)

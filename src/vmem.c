@@ -9,6 +9,7 @@
 static _Thread_local vmem_status_t tls_status;
 
 vmem_status_t vmem_last_status(void) { return tls_status; }
+void vmem_set_last_status(vmem_status_t st) { tls_status = st; }
 
 /* ------------------------------------------------------------------------ */
 /* Create / destroy                                                         */
@@ -206,6 +207,7 @@ void vmem_destroy(vmem_t *v)
     if (!v)
         return;
     control_stop(v);
+    tags_destroy(v);
     for (int i = 0; i < v->nstreams; i++)
         backend_fence_destroy(v->fences[i]);
     size_t live = bfc_fini(&v->dev) + bfc_fini(&v->host);
@@ -275,7 +277,7 @@ static void step_track(vmem_t *v)
 
 /* 1 when stream handles are real CUDA streams.  On a simulated device they
  * are opaque tokens and nothing runs asynchronously, so nothing is waited
- * for, but blocks are still tagged (tests check who may reuse what). */
+ * for, but blocks still carry stream keys (tests check who may reuse what). */
 static int streams_real(const vmem_t *v)
 {
     return !(v->dev_backend->flags & BACKEND_F_SIMULATED);
@@ -302,9 +304,9 @@ static int stream_index(vmem_t *v, void *stream)
     return v->nstreams++;
 }
 
-/* The tag of blocks allocated on stream: 0 ("any stream") while a single
- * stream has been seen, the stream's own tag afterwards. */
-static uintptr_t stream_tag(vmem_t *v, void *stream)
+/* The stream key of blocks allocated on stream: 0 ("any stream") while a
+ * single stream has been seen, the stream's own key afterwards. */
+static uintptr_t stream_key(vmem_t *v, void *stream)
 {
     if (!v->multi_stream) {
         if (v->nstreams == 0)
@@ -312,7 +314,7 @@ static uintptr_t stream_tag(vmem_t *v, void *stream)
         if (v->streams[0] == stream)
             return 0;
         /* A second stream: from now on free blocks carry their stream.  What
-         * was freed before on the first stream is untagged and may still be
+         * was freed before on the first stream has key 0 and may still be
          * in use by its queued work: wait for it, once. */
         stream_wait(v, v->streams[0]);
         v->multi_stream = 1;
@@ -320,15 +322,15 @@ static uintptr_t stream_tag(vmem_t *v, void *stream)
     return (uintptr_t)stream + 1; /* never 0: 0 means "any stream" */
 }
 
-/* The tag of a block freed on stream.  Once several streams are in use it
- * records the stream's fence (an event at this point of its queue), which
+/* The stream key of a block freed on stream.  Once several streams are in
+ * use it records the stream's fence (an event at this point of its queue), which
  * other streams wait for before they reuse the block.  Without a fence (the
  * stream table is full, or the event failed) it waits for the stream now,
  * after which the block is safe for every stream. */
-static uintptr_t stream_free_tag(vmem_t *v, void *stream)
+static uintptr_t stream_free_key(vmem_t *v, void *stream)
 {
-    uintptr_t tag = stream_tag(v, stream);
-    if (!tag)
+    uintptr_t key = stream_key(v, stream);
+    if (!key)
         return 0;
     int i = stream_index(v, stream);
     if (i < 0 ||
@@ -337,12 +339,12 @@ static uintptr_t stream_free_tag(vmem_t *v, void *stream)
         return 0;
     }
     v->dirty[i] = 1;
-    return tag;
+    return key;
 }
 
 /* Makes every free block usable by every stream: waits (only as long as
  * needed) for each stream's fence, i.e. for the work it queued before its
- * latest free, then clears the tags.  Returns 1 if any block was tagged. */
+ * latest free, then clears the stream keys.  Returns 1 if any block had one. */
 static int streams_settle(vmem_t *v)
 {
     int any = 0;
@@ -355,19 +357,34 @@ static int streams_settle(vmem_t *v)
         v->dirty[i] = 0;
     }
     if (any) {
-        bfc_clear_tags(&v->dev);
-        bfc_clear_tags(&v->host);
+        bfc_clear_streams(&v->dev);
+        bfc_clear_streams(&v->host);
+        tags_streams_cleared(v);
     }
     return any;
+}
+
+/* For tags.c (vmem_internal.h). */
+int vmem_streams_settle(vmem_t *v) { return streams_settle(v); }
+uintptr_t vmem_stream_alloc_key(vmem_t *v, void *stream)
+{
+    return !v->multi_stream && v->nstreams && v->streams[0] == stream ? 0 : stream_key(v, stream);
+}
+uintptr_t vmem_stream_free_key(vmem_t *v, void *stream)
+{
+    return !v->multi_stream && v->nstreams && v->streams[0] == stream ? 0
+                                                                      : stream_free_key(v, stream);
 }
 
 /* Host bytes that may still be taken: the host limit covers the host arena
  * and the device arena's host-backed granules together. */
 static size_t host_room(const vmem_t *v)
 {
-    size_t used = v->host.held + v->dev.held_host;
+    size_t used = v->host.held + v->dev.held_host + tags_held_host(v);
     return v->host.limit > used ? v->host.limit - used : 0;
 }
+
+size_t vmem_host_room(const vmem_t *v) { return host_room(v); }
 
 /* How far the device arena gives memory back before retrying an allocation
  * that failed: under the limit, just enough room for it (with vmm, free
@@ -401,59 +418,59 @@ static place_env_t place_env(vmem_t *v)
 
 /* Host memory for an allocation: mapped in place in the device arena (vmm,
  * sim-vmm) or in the host arena.  *arena gets which (0 device, 1 host). */
-static void *host_alloc(vmem_t *v, size_t size, uintptr_t tag, int *arena)
+static void *host_alloc(vmem_t *v, size_t size, uintptr_t key, int *arena)
 {
     int in_place = v->dev.hostmap != NULL;
     *arena = in_place ? 0 : 1;
-    void *p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
-                       : bfc_alloc(&v->host, size, tag);
+    void *p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
+                       : bfc_alloc(&v->host, size, key);
     if (!p && v->multi_stream && streams_settle(v))
-        p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
-                     : bfc_alloc(&v->host, size, tag);
+        p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
+                     : bfc_alloc(&v->host, size, key);
     return p;
 }
 
-static void *device_alloc(vmem_t *v, size_t size, uintptr_t tag)
+static void *device_alloc(vmem_t *v, size_t size, uintptr_t key)
 {
-    void *p = bfc_alloc(&v->dev, size, tag);
+    void *p = bfc_alloc(&v->dev, size, key);
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
         if (v->multi_stream && streams_settle(v))
-            p = bfc_alloc(&v->dev, size, tag);
+            p = bfc_alloc(&v->dev, size, key);
         if (!p && !v->dev.pending && bfc_release(&v->dev, release_target(v, size)) > 0)
-            p = bfc_alloc(&v->dev, size, tag);
+            p = bfc_alloc(&v->dev, size, key);
         /* The device backend refused (the device is full: the limit may be
          * above what it has; vmm, sim-vmm: free host memory kept for spills
          * holds address space of the range): give back every empty region
          * and that host memory, and retry. */
         if (!p && v->dev.last_fail == BFC_FAIL_BACKEND && !v->dev.pending &&
             bfc_release(&v->dev, 0) + bfc_release_host(&v->dev) > 0)
-            p = bfc_alloc(&v->dev, size, tag);
+            p = bfc_alloc(&v->dev, size, key);
     }
     return p;
 }
 
 /* Routing: where the placement planner puts the allocation (placement.c),
  * else the device within the limit, else the host fallback. */
-static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *st,
+static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *st,
                           pending_event_t *pe)
 {
     place_env_t env = place_env(v);
-    unsigned where = place_decide(&v->place, size, tag, &env);
+    unsigned where = place_decide(&v->place, size, key, &env);
     int arena = 0;
     void *p = NULL;
     const char *why = NULL;
     if (where == PLACE_HOST && v->host_fallback) {
-        p = host_alloc(v, size, tag, &arena);
+        p = host_alloc(v, size, key, &arena);
         why = "placement";
     }
     if (!p) {
         why = NULL;
         arena = 0;
-        p = device_alloc(v, size, tag);
+        p = device_alloc(v, size, key);
     }
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE && v->host_fallback) {
         bfc_fail_reason_t fail = v->dev.last_fail;
-        p = host_alloc(v, size, tag, &arena);
+        p = host_alloc(v, size, key, &arena);
         why = fail == BFC_FAIL_LIMIT ? "limit" : "device_full";
     }
     if (p) {
@@ -466,7 +483,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *
             event_prepare(v, pe, VMEM_EVENT_SPILL);
             pe->ev.size = size;
         }
-        place_note_alloc(&v->place, size, bfc_round(size), tag, arena, a->seq, (uintptr_t)p,
+        place_note_alloc(&v->place, size, bfc_round(size), key, arena, a->seq, (uintptr_t)p,
                          why != NULL, where);
         step_track(v);
         *st = VMEM_OK;
@@ -494,15 +511,18 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
         vmem_log(v, VMEM_LOG_ERROR, "vmem_alloc: invalid size %zu", size);
         return NULL;
     }
+    unsigned tag = tags_current(v); /* vmem_set_tag: the tag's own arena */
+    if (tag)
+        return tags_alloc(v, size, stream, tag);
     vmem_status_t st;
     pending_event_t pe;
     pe.fn = NULL; /* event_prepare fills the rest when there is an event */
     pthread_mutex_lock(&v->lock);
-    /* One stream so far and this is it (the common case): tag 0, no call. */
-    uintptr_t tag = !v->multi_stream && v->nstreams && v->streams[0] == stream
+    /* One stream so far and this is it (the common case): key 0, no call. */
+    uintptr_t key = !v->multi_stream && v->nstreams && v->streams[0] == stream
                         ? 0
-                        : stream_tag(v, stream);
-    void *p = alloc_locked(v, size, tag, &st, &pe);
+                        : stream_key(v, stream);
+    void *p = alloc_locked(v, size, key, &st, &pe);
     pthread_mutex_unlock(&v->lock);
     tls_status = st;
     if (!p)
@@ -520,24 +540,32 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
     if (!ptr)
         return VMEM_OK;
     pthread_mutex_lock(&v->lock);
-    uintptr_t tag = !v->multi_stream && v->nstreams && v->streams[0] == stream
+    uintptr_t key = !v->multi_stream && v->nstreams && v->streams[0] == stream
                         ? 0
-                        : stream_free_tag(v, stream);
+                        : stream_free_key(v, stream);
     size_t bytes = 0;
     int arena = 0;
-    vmem_status_t st = bfc_free(&v->dev, ptr, tag, &bytes);
+    vmem_status_t st = bfc_free(&v->dev, ptr, key, &bytes);
     if (st == VMEM_ERR_FOREIGN_PTR) {
         arena = 1;
-        st = bfc_free(&v->host, ptr, tag, &bytes);
+        st = bfc_free(&v->host, ptr, key, &bytes);
+    }
+    if (st == VMEM_ERR_FOREIGN_PTR && v->tags) {
+        arena = 2; /* a tag's arena (tags.c): not the planner's */
+        st = tags_free(v, ptr, key);
     }
     if (st == VMEM_OK) {
-        place_note_free(&v->place, arena, arena ? v->host.freed_seq : v->dev.freed_seq, bytes);
+        if (arena < 2)
+            place_note_free(&v->place, arena, arena ? v->host.freed_seq : v->dev.freed_seq,
+                            bytes);
         v->frees++;
         step_track(v);
     } else {
         st = bfc_classify(&v->dev, ptr);
         if (st == VMEM_ERR_FOREIGN_PTR)
             st = bfc_classify(&v->host, ptr);
+        if (st == VMEM_ERR_FOREIGN_PTR && v->tags)
+            st = tags_classify(v, ptr);
         v->bad_frees++;
     }
     pthread_mutex_unlock(&v->lock);
@@ -571,6 +599,8 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
     }
     size_t old = v->dev.limit;
     vmem_status_t st = bfc_set_limit(&v->dev, bytes);
+    if (v->tags && tags_limit_changed(v, bytes) == VMEM_PENDING)
+        st = VMEM_PENDING; /* tagged blocks hold the rest */
     size_t held = v->dev.held;
     if (old != bytes) {
         event_prepare(v, &pe, VMEM_EVENT_LIMIT_CHANGED);
@@ -639,7 +669,8 @@ vmem_status_t vmem_trim(vmem_t *v, size_t *released)
     if (!v)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
-    size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0) + bfc_release_host(&v->dev);
+    size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0) + bfc_release_host(&v->dev) +
+               tags_trim(v);
     pthread_mutex_unlock(&v->lock);
     if (released)
         *released = n;
@@ -667,6 +698,7 @@ vmem_status_t vmem_step_end(vmem_t *v)
      * under the limit (placement.c); otherwise they come back. */
     v->dev.hold_host = place_hold_host(&v->place, v->dev.limit);
     vmem_status_t mst = bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, &moves);
+    tags_step_end(v);
     place_env_t env = place_env(v);
     place_step_end(&v->place, &env);
     double dur = now - v->step_start;
@@ -711,6 +743,8 @@ vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
         c = bfc_find_live(&v->host, ptr);
         loc = VMEM_LOC_HOST;
     }
+    if (!c && v->tags && (c = tags_find_live(v, ptr)) != NULL)
+        loc = VMEM_LOC_DEVICE;
     if (c && c->host_bytes)
         loc = VMEM_LOC_HOST; /* spilled in place (vmm, sim-vmm) */
     if (c) {
@@ -734,6 +768,10 @@ vmem_status_t vmem_check(vmem_t *v)
     if (st == VMEM_OK) {
         st = bfc_check(&v->host, why, sizeof why);
         which = "host";
+    }
+    if (st == VMEM_OK) {
+        st = tags_check(v, why, sizeof why);
+        which = "tagged";
     }
     if (st == VMEM_OK && v->dev.limit > v->start_cap) {
         snprintf(why, sizeof why, "limit %zu above start cap %zu", v->dev.limit, v->start_cap);

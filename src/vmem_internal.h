@@ -16,6 +16,7 @@
 #define VMEM_MAX_STREAMS 64
 
 struct control; /* control.c */
+struct tags;    /* tags.c */
 
 /*
  * One allocator instance.
@@ -54,10 +55,10 @@ struct vmem {
     double unused_integral, unused_t0, unused_t;
     size_t unused_last;
 
-    /* streams: tags are per-stream only once two streams were seen.  Then
+    /* streams: stream keys are per-stream only once two streams were seen.  Then
      * fences[i] is an event recorded on streams[i] at its latest free
      * (NULL before its first free, and always on simulated backends), and
-     * dirty[i] says that free chunks tagged with streams[i] may exist. */
+     * dirty[i] says that free chunks keyed to streams[i] may exist. */
     void *streams[VMEM_MAX_STREAMS];
     void *fences[VMEM_MAX_STREAMS];
     unsigned char dirty[VMEM_MAX_STREAMS];
@@ -70,6 +71,12 @@ struct vmem {
     /* callbacks */
     vmem_event_fn cb_fn[4];
     void *cb_ctx[4];
+
+    /* allocation tags (tags.c): NULL until a tag other than 0 is used;
+     * tag_key holds each thread's current tag once tag_key_made is 1 */
+    struct tags *tags;
+    pthread_key_t tag_key;
+    _Atomic int tag_key_made;
 
     /* runtime control (control.c); perf is the GPU time share in percent */
     struct control *control;
@@ -133,6 +140,43 @@ extern int control_force_poll;
 /* backend_cuda.c: the PCI bus id of a CUDA device ("0000:3b:00.0");
  * VMEM_ERR_UNAVAILABLE without CUDA. */
 vmem_status_t backend_cuda_pci_bus_id(int device, char *buf, size_t len);
+
+/* vmem.c, for tags.c: a stream's key for an allocation / a free (see
+ * bfc_chunk_t.stream), the streams' settling, the host room left. */
+uintptr_t vmem_stream_alloc_key(vmem_t *v, void *stream);
+void vmem_set_last_status(vmem_status_t st); /* what vmem_last_status returns */
+uintptr_t vmem_stream_free_key(vmem_t *v, void *stream);
+int vmem_streams_settle(vmem_t *v);
+size_t vmem_host_room(const vmem_t *v);
+
+/* tags.c: the hooks of the allocator (lock held unless said otherwise).
+ * tags_current: the calling thread's tag (no lock).  tags_alloc: allocates
+ * in tag (not 0), takes the lock.  tags_free: VMEM_ERR_FOREIGN_PTR if no tag
+ * arena holds ptr.  tags_held_host: host bytes the tag arenas hold.
+ * tags_streams_cleared, tags_step_end, tags_limit_changed (returns
+ * VMEM_PENDING while the tags' live memory keeps all arenas over the new
+ * limit), tags_trim (bytes given back), tags_find_live, tags_classify,
+ * tags_check, tags_destroy (no lock), tags_totals: the tag arenas' memory
+ * for the instance's statistics; tags_json: their entries. */
+unsigned tags_current(vmem_t *v);
+void *tags_alloc(vmem_t *v, size_t size, void *stream, unsigned tag);
+vmem_status_t tags_free(vmem_t *v, void *ptr, uintptr_t key);
+vmem_status_t tags_classify(vmem_t *v, const void *ptr);
+size_t tags_held_host(const vmem_t *v);
+void tags_streams_cleared(vmem_t *v);
+void tags_step_end(vmem_t *v);
+vmem_status_t tags_limit_changed(vmem_t *v, size_t limit);
+size_t tags_trim(vmem_t *v);
+const bfc_chunk_t *tags_find_live(const vmem_t *v, const void *ptr);
+vmem_status_t tags_check(const vmem_t *v, char *why, size_t len);
+void tags_destroy(vmem_t *v);
+typedef struct tags_totals {
+    size_t device_held, in_use, requested, host_in_use, host_requested, held_host;
+    size_t peak_held, peak_in_use, peak_held_host, peak_host_in_use, regions;
+} tags_totals_t;
+void tags_totals(const vmem_t *v, tags_totals_t *t);
+/* Appends ",\"tags\":[...]" to the JSON being written by fn (stats.c). */
+void tags_json(vmem_t *v, void (*fn)(void *ctx, const char *fmt, ...), void *ctx);
 
 /* stats.c */
 vmem_status_t stats_write_file(vmem_t *v, const char *path);

@@ -572,7 +572,7 @@ Test(bfc, tags_keep_blocks_for_their_stream)
     void *x = a_alloc_ok(a, 4 * KiB, 0);
     void *fence = a_alloc_ok(a, KiB, 0);
     a_free(a, x, S);
-    cr_assert_eq(chunk_at(a, x)->tag, S);
+    cr_assert_eq(chunk_at(a, x)->stream, S);
     /* T may not reuse S's block; S may. */
     void *t = a_alloc_ok(a, 4 * KiB, T);
     cr_assert_neq(t, x, "tag %lu reused a block freed by tag %lu", (unsigned long)T,
@@ -587,12 +587,12 @@ Test(bfc, tags_keep_blocks_for_their_stream)
     /* Neighbours with different tags do not coalesce. */
     a_free(a, fence, T);
     cr_assert_eq(chunk_at(a, x)->size, 4 * KiB);
-    bfc_clear_tags(a);
-    CHECK_ARENA(a, "bfc_clear_tags");
+    bfc_clear_streams(a);
+    CHECK_ARENA(a, "bfc_clear_streams");
     const bfc_chunk_t *c = chunk_at(a, x);
-    cr_assert(c && c->tag == 0 && c->size > 4 * KiB, "cleared tags should coalesce");
+    cr_assert(c && c->stream == 0 && c->size > 4 * KiB, "cleared tags should coalesce");
     void *t2 = a_alloc_ok(a, 4 * KiB, T);
-    cr_assert_eq(t2, x, "after bfc_clear_tags any tag reuses the block");
+    cr_assert_eq(t2, x, "after bfc_clear_streams any tag reuses the block");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -130,8 +130,8 @@ static void arena_dump(const char *name, const bfc_arena_t *a)
     for (const bfc_region_t *r = a->regions; r; r = r->next) {
         fprintf(stderr, "  region %#lx size %zu live %zu:", (unsigned long)r->base, r->size, r->live);
         for (const bfc_chunk_t *c = r->first; c; c = c->next)
-            fprintf(stderr, " [%#lx+%zu %s tag %lu]", (unsigned long)(c->addr - r->base), c->size,
-                    c->in_use ? "used" : "free", (unsigned long)c->tag);
+            fprintf(stderr, " [%#lx+%zu %s stream %lu]", (unsigned long)(c->addr - r->base), c->size,
+                    c->in_use ? "used" : "free", (unsigned long)c->stream);
         fputc('\n', stderr);
     }
 }
@@ -316,7 +316,7 @@ static void arena_check_released(const shadow_t *s, const bfc_arena_t *a, const 
 {
     int splittable = (a->backend->flags & BACKEND_F_SPLITTABLE) != 0;
     for (const bfc_region_t *r = a->regions; r; r = r->next) {
-        /* Free host memory mapped in place (sim-vmm, BFC_TAG_HOST) is not
+        /* Free host memory mapped in place (sim-vmm, BFC_STREAM_HOST) is not
          * device memory: it is kept for spills. */
         int host = a->held_host && bfc_host_bytes(a, (void *)r->base, r->size);
         REQUIRE(s, r->live > 0 || host, "%s: empty region %#lx (%zu bytes) kept", what,
@@ -324,7 +324,7 @@ static void arena_check_released(const shadow_t *s, const bfc_arena_t *a, const 
         if (!splittable)
             continue;
         for (const bfc_chunk_t *c = r->first; c; c = c->next) {
-            if (c->tag == BFC_TAG_HOST)
+            if (c->stream == BFC_STREAM_HOST)
                 continue;
             uintptr_t lo = (c->addr + a->granule - 1) / a->granule * a->granule;
             uintptr_t hi = (c->addr + c->size) / a->granule * a->granule;
