@@ -5,12 +5,13 @@
  *   vmem-replay [--backend sim|sim-vmm|cuda|vmm] [--limit BYTES]
  *               [--host-limit BYTES] [--find-min-limit] [--repeat N]
  *               [--timeline FILE] [--no-host-fallback] [--sim-capacity BYTES]
- *               [--check] [--summary] [--verbose] TRACE.txt.gz ...
+ *               [--check] [--summary] [--verbose] [--max-events N] TRACE.txt.gz ...
  *
  * One JSON object per trace on stdout, one line each.  Errors (a malformed
  * trace names its line) go to stderr; the exit status is 0 when every trace
  * replayed, 1 when one could not be, 2 for a bad command line.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,8 +413,10 @@ static int usage(void)
             "--timeline FILE: CSV of the warm-up pass (event,time_us,live_bytes,device_held,\n"
             "  limit,host_held); with several traces, FILE-<trace>.csv per trace.\n"
             "--check: vmem_check after every event of the warm-up pass (slow).\n"
-            "--summary: a human-readable table on stderr after the JSON lines.\n",
-            prog);
+            "--summary: a human-readable table on stderr after the JSON lines.\n"
+            "--max-events N: refuse traces of more than N events (default %zu, about\n"
+            "  28 bytes of memory each; 0: no bound).\n",
+            prog, (size_t)TRACE_DEFAULT_MAX_EVENTS);
     return 2;
 }
 
@@ -430,6 +433,7 @@ int main(int argc, char **argv)
 {
     options_t o = {.backend = VMEM_BACKEND_SIM, .repeat = 11, .host_fallback = 1,
                    .log_level = VMEM_LOG_ERROR};
+    size_t max_events = TRACE_DEFAULT_MAX_EVENTS;
     int first = 1;
     for (; first < argc; first++) {
         const char *a = argv[first];
@@ -481,6 +485,11 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--sim-capacity") == 0) {
             if (parse_bytes(a, val, &o.sim_capacity))
                 return 2;
+            if (o.sim_capacity < VMEM_SIM_CAPACITY_MIN || o.sim_capacity > VMEM_SIM_CAPACITY_MAX) {
+                fprintf(stderr, "%s: --sim-capacity %s: outside the simulated device's range (2 MiB "
+                                "to 16 TiB)\n", prog, val);
+                return 2;
+            }
             first++;
         } else if (strcmp(a, "--repeat") == 0) {
             char *end;
@@ -490,6 +499,17 @@ int main(int argc, char **argv)
                 return 2;
             }
             o.repeat = (int)n;
+            first++;
+        } else if (strcmp(a, "--max-events") == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(val, &end, 10);
+            if (*end || end == val || val[0] < '0' || val[0] > '9' || errno) {
+                fprintf(stderr, "%s: --max-events: expected a count (0: no bound), got '%s'\n",
+                        prog, val);
+                return 2;
+            }
+            max_events = (size_t)n;
             first++;
         } else if (strcmp(a, "--timeline") == 0) {
             o.timeline = val;
@@ -503,6 +523,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: no trace given\n", prog);
         return usage();
     }
+    /* The simulated device is sized to cover the limit: both must lie in
+     * its range (say so here rather than "invalid argument" later). */
+    if ((o.backend == VMEM_BACKEND_SIM || o.backend == VMEM_BACKEND_SIM_VMM) &&
+        o.limit > VMEM_SIM_CAPACITY_MAX) {
+        fprintf(stderr, "%s: --limit %zu: above the largest simulated device (16 TiB)\n", prog,
+                o.limit);
+        return 2;
+    }
     int ntraces = argc - first, status = 0;
     trace_t *traces = calloc((size_t)ntraces, sizeof *traces);
     result_t *results = calloc((size_t)ntraces, sizeof *results);
@@ -514,8 +542,10 @@ int main(int argc, char **argv)
     for (int k = 0; k < ntraces; k++) {
         char err[512];
         trace_t *t = &traces[k];
-        if (trace_load(argv[first + k], t, err, sizeof err) != 0) {
-            fprintf(stderr, "%s: %s\n", prog, err);
+        int lrc = trace_load_max(argv[first + k], max_events, t, err, sizeof err);
+        if (lrc != 0) {
+            fprintf(stderr, "%s: %s%s\n", prog, err,
+                    lrc == -2 ? "; raise it with --max-events N (0: no bound)" : "");
             status = 1;
             continue;
         }

@@ -103,6 +103,11 @@ VMEM_API const char *vmem_backend_name(vmem_backend_kind_t kind);
 
 #define VMEM_CONFIG_VERSION 1
 
+/* The range of vmem_config_t.sim_capacity (and VMEM_SIM_CAPACITY): 2 MiB
+ * to 16 TiB. */
+#define VMEM_SIM_CAPACITY_MIN ((size_t)2 << 20)
+#define VMEM_SIM_CAPACITY_MAX ((size_t)16 << 40)
+
 /* Instance configuration.  Always initialise with vmem_config_init() and then
  * change fields: zero in a size field means "the default" as documented. */
 typedef struct vmem_config {
@@ -114,7 +119,8 @@ typedef struct vmem_config {
     size_t start_cap;     /* ceiling for later raises; 0: the initial limit */
     size_t host_limit;    /* host fallback cap; 0: 64 GiB */
     int host_fallback;    /* 1 (default): spill to host when the device is full */
-    size_t sim_capacity;  /* simulated device size; 0: 80 GiB */
+    size_t sim_capacity;  /* simulated device size; 0: 80 GiB; else
+                             VMEM_SIM_CAPACITY_MIN..VMEM_SIM_CAPACITY_MAX */
     uint64_t sim_fail_nth;   /* sim: fail the Nth device region request (1-based); 0 off */
     double sim_fail_rate;    /* sim: probability that a region request fails */
     uint64_t sim_seed;       /* sim: seed for sim_fail_rate */
