@@ -197,6 +197,15 @@ Test(trace, nul_byte_names_the_line)
     cr_assert(strstr(err, "long.txt.gz:1: line longer than"), "%s", err);
 }
 
+/* A directory is named as such (it was "truncated or corrupt gzip data"). */
+Test(trace, directory_is_named)
+{
+    trace_t t;
+    char err[512];
+    cr_assert_eq(trace_load(dir, &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "cannot open: a directory"), "%s", err);
+}
+
 /* The number of events is bounded (a small gzip can inflate to gigabytes of
  * valid events): past the bound, a clear error naming it; 0: no bound. */
 Test(trace, event_bound)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define LINE_MAX_LEN 1024
@@ -264,6 +265,9 @@ int trace_load_max(const char *path, size_t max_events, trace_t *t, char *err, s
     if (err && errlen)
         err[0] = '\0';
 
+    struct stat st; /* a FIFO is read as it comes (a pipe from zcat works) */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return load_fail(&ld, "cannot open: a directory, not a trace");
     gzFile gz = gzopen(path, "rb");
     if (!gz)
         return load_fail(&ld, "cannot open: %s", strerror(errno ? errno : ENOENT));

@@ -217,7 +217,7 @@ static int control_set(const char *path, const char *gpu, const char *key, const
         char *end;
         errno = 0;
         long p = strtol(value, &end, 10);
-        if (errno || end == value || *end || p < 0 || p > 100)
+        if (errno || end == value || *end || p < 0 || p > 100 || value[0] < '0' || value[0] > '9')
             return usage_error("invalid perf \"%s\" (an integer from 0 to 100)", value);
         item = cJSON_CreateNumber((double)p);
         snprintf(shown, sizeof shown, "%ld", p);

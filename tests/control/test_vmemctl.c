@@ -188,6 +188,8 @@ Test(control_vmemctl, bad_arguments_exit_2_with_usage, .timeout = 30)
         {"set", "@", "colour", "blue", NULL},
         {"set", "@", "perf", "101", NULL},
         {"set", "@", "perf", "fast", NULL},
+        {"set", "@", "perf", " 40", NULL},
+        {"set", "@", "perf", "+40", NULL},
         {"set", "@", "host_fallback", "maybe", NULL},
         {"stats", NULL},
         {"stats", "--bogus", "@", NULL},
@@ -456,4 +458,18 @@ Test(control_vmemctl, gpu_key_must_be_one_libvmem_reads, .timeout = 30)
     }
     free(ctl);
     dir_remove(dir);
+}
+
+/* The demo's counts are numbers or a usage error: atol read "--steps abc"
+ * as 0, which means "run until stopped". */
+Test(control_vmemctl, demo_counts_are_checked, .timeout = 30)
+{
+    static const char *const bad[][2] = {{"--steps", "abc"}, {"--steps", "5x"}, {"--step-ms", "-1"},
+                                         {"--step-ms", "1e3"}};
+    for (int i = 0; i < 4; i++) {
+        run_t r;
+        run(&r, (const char *const[]){exe("CONTROL_DEMO_EXE"), bad[i][0], bad[i][1], "/nonexistent/c",
+                                      "/nonexistent/s", NULL});
+        cr_expect_eq(r.status, 2, "%s %s: exit %d", bad[i][0], bad[i][1], r.status);
+    }
 }
