@@ -122,7 +122,8 @@ typedef struct vmem_config {
     size_t sim_capacity;  /* simulated device size; 0: 80 GiB; else
                              VMEM_SIM_CAPACITY_MIN..VMEM_SIM_CAPACITY_MAX */
     uint64_t sim_fail_nth;   /* sim: fail the Nth device region request (1-based); 0 off */
-    double sim_fail_rate;    /* sim: probability that a region request fails */
+    double sim_fail_rate;    /* sim: probability that a region request fails (0 to 1;
+                                NaN is VMEM_ERR_INVALID) */
     uint64_t sim_seed;       /* sim: seed for sim_fail_rate */
     const char *control_file; /* watched JSON control file; NULL: none */
     const char *stats_file;   /* statistics JSON written at each step end; NULL: none */
@@ -141,7 +142,9 @@ VMEM_API void vmem_config_init(vmem_config_t *cfg);
  * VMEM_HOST_FALLBACK, VMEM_SIM_CAPACITY, VMEM_SIM_FAIL_NTH, VMEM_SIM_FAIL_RATE,
  * VMEM_SIM_SEED, VMEM_CONTROL_FILE, VMEM_STATS_FILE, VMEM_CONTROL_IMMEDIATE,
  * VMEM_LOG_LEVEL.  Returns VMEM_ERR_ENV (and logs the variable's name) on the
- * first invalid value, leaving cfg unchanged; VMEM_ERR_INVALID if cfg is NULL.
+ * first invalid value (a VMEM_SIM_CAPACITY outside its range and a
+ * VMEM_START_CAP below the limit included), leaving cfg unchanged;
+ * VMEM_ERR_INVALID if cfg is NULL.
  * The strings stored in cfg point into the environment. */
 VMEM_API vmem_status_t vmem_config_from_env(vmem_config_t *cfg);
 
@@ -324,7 +327,8 @@ VMEM_API vmem_status_t vmem_check(vmem_t *v);
 
 typedef enum vmem_event_kind {
     VMEM_EVENT_SPILL = 1,        /* an allocation went to the host fallback */
-    VMEM_EVENT_ALLOC_FAILED = 2, /* an allocation returned NULL */
+    VMEM_EVENT_ALLOC_FAILED = 2, /* an allocation returned NULL (a zero or unroundable
+                                    size too, with status VMEM_ERR_SIZE) */
     VMEM_EVENT_LIMIT_CHANGED = 3 /* the device limit changed */
 } vmem_event_kind_t;
 
@@ -391,8 +395,8 @@ VMEM_API vmem_status_t vmem_get_allocator(vmem_t *v, vmem_allocator_t *out);
 
 /* Returns device's instance in *out, creating it on first use.  Creation is
  * tried once: later calls return the same failure (VMEM_ERR_ENV,
- * VMEM_ERR_UNAVAILABLE, ...), which is logged once.  VMEM_ERR_INVALID for
- * an ordinal outside 0..63 or out NULL. */
+ * VMEM_ERR_UNAVAILABLE, ...), which is logged once.  VMEM_ERR_INVALID (and
+ * an error line, each call) for an ordinal outside 0..63 or out NULL. */
 VMEM_API vmem_status_t vmem_instance_ex(int device, vmem_t **out);
 
 /* As vmem_instance_ex; NULL on failure. */
