@@ -7,8 +7,10 @@
  * systems, symlinks swapped underneath); without inotify it polls that
  * identity every 100 ms.  A good file becomes the setting in force at the
  * next vmem_step_end (or at once with cfg.control_immediate); a bad one
- * (missing, empty, partial, malformed) logs one error per distinct bad state
- * and changes nothing.  See docs/control.md for the format. */
+ * (missing, empty, partial, malformed, not a regular file: a FIFO or a
+ * device is refused before it is opened, so nothing here ever blocks on the
+ * path) logs one error per distinct bad state and changes nothing.  See
+ * docs/control.md for the format. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
