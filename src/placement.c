@@ -6,9 +6,10 @@
 
 #define PLACE_MAX_ITEMS ((size_t)1 << 18) /* longest step recorded (allocations) */
 #define PLACE_MATCH_MAX 16u               /* allocations to tell candidate offsets apart */
+#define PLACE_RESYNC_MAX 64u              /* failed re-matches before a step is given up */
 #define MiB ((uint64_t)1 << 20)
 
-enum { ST_LEARN = 0, ST_MATCH, ST_PLAN, ST_DIVERGED };
+enum { ST_LEARN = 0, ST_MATCH, ST_PLAN, ST_RESYNC, ST_DIVERGED };
 
 /* ------------------------------------------------------------------------ */
 /* Heaps of piece indices (binary, keyed by piece end)                      */
@@ -445,14 +446,19 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
         const place_item_t *it = &last->items[off + k];
         size[k] = it->size;
         at[k] = it->at - at0;
-        if (it->end != PLACE_OPEN)
+        if (it->end != PLACE_OPEN) {
             end[k] = it->end - at0;
-        else if (it->wrap != PLACE_OPEN)
+        } else if (it->wrap != PLACE_OPEN) {
+            /* Freed in the next step where its last copy was: the copy
+             * live now is this item's, wrapping into the cycle. */
             end[k] = (uint64_t)len + it->wrap;
-        else
-            end[k] = (uint64_t)at[k] + len; /* not known: all the cycle */
-        if (it->end == PLACE_OPEN)
             carried += it->dev_end;
+        } else {
+            /* Not known to be freed (optimizer state, or not learned yet):
+             * the block live now stays where it is, in the base, and a new
+             * copy, if the step makes one, lives to the cycle's end. */
+            end[k] = len;
+        }
     }
     uint64_t dev_start = pl->rec[pl->cur].dev_start;
     uint64_t margin = pl->margin + pl->extra;
@@ -471,13 +477,15 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
     return 0;
 }
 
-/* Narrows the candidate offsets with the current step's k-th allocation. */
-static void match_filter(place_t *pl, size_t k, uint64_t req, uintptr_t stream)
+/* Candidates for where the current allocation lies in the last step:
+ * k == 0 starts them (items from `from` on that match), k > 0 keeps those
+ * whose item c + k matches as well. */
+static void match_filter(place_t *pl, size_t from, size_t k, uint64_t req, uintptr_t stream)
 {
     const place_record_t *last = &pl->rec[!pl->cur];
     size_t keep = 0;
     if (k == 0) {
-        for (size_t i = 0; i < last->n; i++) {
+        for (size_t i = from; i < last->n; i++) {
             if (!item_matches(&last->items[i], req, stream))
                 continue;
             if (keep == pl->cand_cap) {
@@ -500,33 +508,83 @@ static void match_filter(place_t *pl, size_t k, uint64_t req, uintptr_t stream)
     pl->ncand = keep;
 }
 
+/* Matching (at the step's start, or again after the step left the last
+ * one's sequence).  While several candidates are left, the step is taken
+ * to repeat the whole last step if `from` is one (the steady state), else
+ * the latest (a record ends where a step ends, so the step most likely
+ * repeats its last part: the first step's record also holds building the
+ * model, whose parameters come in the order in which an optimizer step
+ * later walks them).  *at gets that candidate's item for the current
+ * allocation.
+ * Returns 1 once one candidate is left or PLACE_MATCH_MAX allocations have
+ * matched, 0 while several are left, -1 when none is. */
+static int match_step(place_t *pl, size_t from, uint64_t req, uintptr_t stream, size_t *at)
+{
+    match_filter(pl, from, pl->mk, req, stream);
+    if (pl->ncand == 0)
+        return -1;
+    *at = (pl->cand_v[0] == from ? from : pl->cand_v[pl->ncand - 1]) + pl->mk;
+    if (pl->ncand > 1 && pl->mk + 1 < PLACE_MATCH_MAX) {
+        pl->mk++;
+        return 0;
+    }
+    return 1;
+}
+
+static unsigned plan_at(place_t *pl, size_t i)
+{
+    pl->pos = i + 1;
+    return i >= pl->offset && i - pl->offset < pl->plan_n && pl->plan[i - pl->offset] ? PLACE_HOST
+                                                                                      : PLACE_DEVICE;
+}
+
 unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env)
 {
-    if (pl->state == ST_LEARN || pl->state == ST_DIVERGED)
-        return PLACE_NONE;
     const place_record_t *last = &pl->rec[!pl->cur];
-    size_t k = pl->rec[pl->cur].n;
-    if (pl->state == ST_MATCH) {
-        match_filter(pl, k, req, stream);
-        if (pl->ncand == 0) {
+    size_t at;
+    int m;
+    switch (pl->state) {
+    case ST_MATCH:
+        m = match_step(pl, 0, req, stream, &at);
+        if (m < 0) {
             pl->state = ST_DIVERGED;
             return PLACE_NONE;
         }
-        if (pl->ncand > 1 && k + 1 < PLACE_MATCH_MAX)
-            return PLACE_NONE; /* device first while the offset is ambiguous */
-        pl->offset = pl->cand_v[0];
-        if (plan_make(pl, pl->offset, env) != 0) {
-            pl->state = ST_DIVERGED;
-            return PLACE_NONE;
+        /* Planned from the latest candidate, again if it changes. */
+        if (!pl->plan_n || at - (m ? pl->mk : pl->mk - 1) != pl->offset) {
+            pl->offset = at - (m ? pl->mk : pl->mk - 1);
+            if (plan_make(pl, pl->offset, env) != 0) {
+                pl->state = ST_DIVERGED;
+                return PLACE_NONE;
+            }
         }
+        if (m)
+            pl->state = ST_PLAN;
+        return plan_at(pl, at);
+    case ST_PLAN:
+        if (pl->pos < last->n && item_matches(&last->items[pl->pos], req, stream))
+            return plan_at(pl, pl->pos);
+        /* The step left the sequence (an extra or missing allocation):
+         * naive until it is found again further on. */
+        pl->state = ST_RESYNC;
+        pl->resyncs++;
+        pl->mk = 0;
+        /* fall through */
+    case ST_RESYNC:
+        m = match_step(pl, pl->offset, req, stream, &at);
+        if (m < 0 && pl->mk) {
+            pl->mk = 0; /* this allocation may start a match of its own */
+            m = match_step(pl, pl->offset, req, stream, &at);
+        }
+        if (m < 0 && ++pl->restarts > PLACE_RESYNC_MAX)
+            pl->state = ST_DIVERGED; /* bounded work per step */
+        if (m <= 0)
+            return PLACE_NONE;
         pl->state = ST_PLAN;
-    }
-    size_t i = pl->offset + k;
-    if (i >= last->n || !item_matches(&last->items[i], req, stream)) {
-        pl->state = ST_DIVERGED;
+        return plan_at(pl, at);
+    default:
         return PLACE_NONE;
     }
-    return pl->plan[k] ? PLACE_HOST : PLACE_DEVICE;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -545,10 +603,13 @@ void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream
     if (decided == PLACE_HOST && on_host) {
         pl->stats.planned_host_allocs++;
         pl->stats.planned_host_bytes += size;
+        pl->step_placed += size;
     } else if (decided == PLACE_DEVICE && on_host) {
         pl->stats.fallback_allocs++;
         pl->stats.fallback_bytes += size;
         pl->step_fallback += size;
+    } else if (on_host) {
+        pl->step_naive += size;
     }
     if (r->overflow || r->n == PLACE_MAX_ITEMS) {
         r->overflow = 1;
@@ -600,7 +661,9 @@ void place_step_end(place_t *pl, const place_env_t *env)
         return;
     place_record_t *r = &pl->rec[pl->cur];
     const place_record_t *last = &pl->rec[!pl->cur];
-    int full = pl->state == ST_PLAN && pl->offset + r->n == last->n;
+    /* Repeated item by item from `offset` to the end. */
+    int full = pl->state == ST_PLAN && !pl->resyncs && pl->offset + r->n == last->n &&
+               pl->pos == last->n;
     for (size_t k = 0; k < r->n; k++) {
         place_item_t *it = &r->items[k];
         if (it->end != PLACE_OPEN)
@@ -611,18 +674,23 @@ void place_step_end(place_t *pl, const place_env_t *env)
         if (full && pl->offset + k < pl->wrap_n)
             it->wrap = pl->wrap[pl->offset + k];
     }
-    if (pl->state == ST_PLAN && full) {
+    if (pl->state == ST_PLAN)
         pl->stats.planned_steps++;
+    else if (pl->state == ST_RESYNC || pl->state == ST_DIVERGED)
+        pl->stats.diverged_steps++;
+    if (full) {
         if (pl->step_fallback) {
             uint64_t most = env->limit / 4;
             pl->extra = pl->extra + pl->step_fallback < most ? pl->extra + pl->step_fallback : most;
         } else {
             pl->extra -= pl->extra / 4;
         }
-    } else if (pl->state == ST_PLAN || pl->state == ST_DIVERGED) {
-        pl->stats.diverged_steps++;
     }
+    if (pl->debug)
+        pl->debug(pl->debug_ctx, pl);
     pl->step_fallback = 0;
+    pl->step_placed = 0;
+    pl->step_naive = 0;
 
     /* The step just closed is the next plan's source. */
     pl->cur = !pl->cur;
@@ -644,6 +712,10 @@ void place_step_end(place_t *pl, const place_env_t *env)
     uint64_t m = env->limit / 64;
     pl->margin = m > 4 * MiB ? m : 4 * MiB;
     pl->ncand = 0;
+    pl->mk = 0;
+    pl->pos = 0;
+    pl->resyncs = 0;
+    pl->restarts = 0;
     pl->plan_n = 0;
     pl->state = last->n && !last->overflow ? ST_MATCH : ST_LEARN;
 }

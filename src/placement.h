@@ -107,7 +107,8 @@ typedef struct place_stats {
     uint64_t last_plan_host_bytes; /* bytes the last plan puts on host per step */
 } place_stats_t;
 
-typedef struct place {
+typedef struct place place_t;
+struct place {
     int enabled;              /* 0: naive placement only (records nothing) */
     place_record_t rec[2];    /* rec[cur] is being recorded, rec[!cur] the last step */
     int cur;
@@ -115,20 +116,27 @@ typedef struct place {
 
     /* The plan for the step being recorded. */
     int state;                /* see placement.c */
-    size_t offset;            /* the current step's k-th allocation repeats item offset + k of the last */
-    size_t matched;           /* allocations of the current step matched so far */
+    size_t offset;            /* the plan covers the last step's items from offset */
+    size_t pos;               /* the last step's item the next allocation should repeat */
+    size_t mk;                /* allocations matched while candidates are narrowed */
+    unsigned resyncs, restarts; /* times the step left the sequence; failed re-matches */
     size_t *cand_v;           /* offsets still possible while matching starts */
     size_t ncand, cand_cap;
-    uint8_t *plan;            /* plan[k]: item offset + k goes to host */
+    uint8_t *plan;            /* plan[k]: the last step's item offset + k goes to host */
     size_t plan_n, plan_cap;
     uint32_t *wrap;           /* wrap[k]: where this step freed a block of
                                  item offset + k of the last step */
     size_t wrap_n, wrap_cap;
     uint64_t margin;          /* bytes kept free under the limit (fragmentation) */
     uint64_t extra;           /* learned extra margin (fallbacks of planned steps) */
-    uint64_t step_fallback;   /* fallback bytes in the current planned step */
+    uint64_t step_fallback;   /* this step: planned device, spilled anyway */
+    uint64_t step_placed;     /* this step: placed on host by the plan */
+    uint64_t step_naive;      /* this step: spilled without a plan */
+    /* Called at each step end before the record closes (diagnostics). */
+    void (*debug)(void *ctx, const struct place *pl);
+    void *debug_ctx;
     place_stats_t stats;
-} place_t;
+};
 
 /* What place_step_end needs to know about the instance. */
 typedef struct place_env {

@@ -64,6 +64,23 @@ host:
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
+/* Debug log line of the planner at each step end. */
+static void place_debug(void *ctx, const place_t *pl)
+{
+    vmem_t *v = ctx;
+    if (v->log_level > VMEM_LOG_DEBUG)
+        return;
+    static const char *names[] = {"learn", "match", "plan", "resync", "diverged"};
+    vmem_log(v, VMEM_LOG_DEBUG,
+             "placement: step %llu %s (offset %zu, %zu allocations, %u re-matches): plan %llu "
+             "bytes on host; placed %llu, fallback %llu, unplanned spills %llu; margin %llu + %llu",
+             (unsigned long long)v->steps, names[pl->state < 5 ? pl->state : 0], pl->offset,
+             pl->rec[pl->cur].n, pl->resyncs, (unsigned long long)pl->stats.last_plan_host_bytes,
+             (unsigned long long)pl->step_placed, (unsigned long long)pl->step_fallback,
+             (unsigned long long)pl->step_naive, (unsigned long long)pl->margin,
+             (unsigned long long)pl->extra);
+}
+
 vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
 {
     vmem_config_t cfg;
@@ -160,6 +177,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     v->swap_reason = "none";
     v->step_start = vmem_now();
     place_init(&v->place, cfg.placement != VMEM_PLACEMENT_NAIVE);
+    v->place.debug = place_debug;
+    v->place.debug_ctx = v;
     atomic_store(&v->perf, 100);
     pthread_mutex_init(&v->lock, NULL);
     if (v->control_file) {
