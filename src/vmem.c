@@ -156,6 +156,14 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     bfc_params_t dp = {.min_region = (size_t)2 << 20, .max_region = (size_t)256 << 20,
                        .split_min = BFC_ALIGN, .keep_regions = 0,
                        .dedicated_min = (size_t)64 << 20};
+    /* Region sizes and trim before growth: growth.h, VMEM_GROWTH, VMEM_TRIM. */
+    if (growth_policy_from_env(&dp.growth,
+                               (v->dev_backend->flags & BACKEND_F_CONTIGUOUS) != 0) != VMEM_OK) {
+        backend_destroy(v->dev_backend);
+        backend_destroy(v->host_backend);
+        free(v);
+        return VMEM_ERR_ENV;
+    }
     bfc_params_t hp = {.min_region = (size_t)64 << 20, .max_region = (size_t)1 << 30,
                        .split_min = BFC_ALIGN, .keep_regions = 1};
     if (bfc_init(&v->dev, v->dev_backend, &dp, limit) != VMEM_OK ||
