@@ -202,8 +202,12 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             backend = argv[++i];
-        else if (!strcmp(argv[i], "--points") && i + 1 < argc)
-            npoints = strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--points") && i + 1 < argc) {
+            char *end;
+            npoints = strtoul(argv[++i], &end, 10);
+            if (*end || argv[i][0] < '0' || argv[i][0] > '9')
+                npoints = 0; /* "5x", "-1": usage */
+        }
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {

@@ -105,4 +105,27 @@ with tempfile.TemporaryDirectory() as d:
     rc, out, err = run("--backend", "cuda", "--repeat", "1", other)
     check(rc in (0, 1), f"cuda backend: exit {rc} (0 with a GPU, 1 without), never a crash")
 
+    # issue 16: hostile input gets a clear error, never an obscure one
+    rc, out, err = run("--limit", "17T", "--repeat", "1", other)
+    check(rc == 2 and "--limit" in err and "16 TiB" in err and "invalid argument" not in err,
+          f"--limit above the simulated device's range: exit {rc}: {err}")
+    for cap in ("17T", "1M", "0"):
+        rc, out, err = run("--sim-capacity", cap, "--repeat", "1", other)
+        check(rc == 2 and "--sim-capacity" in err and "2 MiB to 16 TiB" in err,
+              f"--sim-capacity {cap}: exit {rc}: {err}")
+    rc, out, err = run("--limit", "16T", "--repeat", "1", other)
+    check(rc == 0, f"--limit 16T is in range: exit {rc}: {err}")
+    rc, out, err = run("--max-events", "100", "--repeat", "1", good)
+    check(rc == 1 and "good.txt.gz:" in err and "more than 100 events" in err
+          and "--max-events" in err, f"--max-events bound: exit {rc}: {err}")
+    rc, out, err = run("--max-events", "0", "--repeat", "1", good)
+    check(rc == 0, f"--max-events 0 (no bound): exit {rc}: {err}")
+    rc, out, err = run("--max-events", "lots", good)
+    check(rc == 2, f"--max-events lots: usage error, exit {rc}")
+    nul = os.path.join(d, "nul.txt.gz")
+    with gzip.open(nul, "wb") as f:
+        f.write(b"a 1 100 0 1\nf 1\x00 junk 2\n")
+    rc, out, err = run(nul)
+    check(rc == 1 and "nul.txt.gz:2: NUL byte" in err, f"NUL byte in a line: exit {rc}: {err}")
+
 clitest.finish("replay-cli")

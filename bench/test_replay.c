@@ -159,6 +159,76 @@ Test(trace, truncated_and_not_gzip)
     cr_assert(strstr(err, "cannot open"), "%s", err);
 }
 
+/* Writes len bytes (NULs included) gzip-compressed to dir/name. */
+static const char *write_trace_bytes(const char *name, const char *bytes, size_t len)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    gzFile f = gzopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(gzwrite(f, bytes, (unsigned)len), (int)len);
+    cr_assert_eq(gzclose(f), Z_OK);
+    return path;
+}
+
+/* A NUL byte inside a line is an error naming the line (the rest of the
+ * line after it was dropped in silence: "a 1 256 0 1\0junk" loaded). */
+Test(trace, nul_byte_names_the_line)
+{
+    static const char text[] = "a 1 256 0 1\na 2 512\0 0 2 junk\nf 1 3\n";
+    const char *p = write_trace_bytes("nul.txt.gz", text, sizeof text - 1);
+    trace_t t;
+    char err[512];
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), -1, "a line with a NUL byte loaded");
+    cr_assert(strstr(err, "nul.txt.gz:2: NUL byte"), "%s", err);
+    trace_free(&t);
+    /* also on the last line, without a newline */
+    static const char last[] = "a 1 256 0 1\nf 1 2\0";
+    p = write_trace_bytes("nul2.txt.gz", last, sizeof last - 1);
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "nul2.txt.gz:2: NUL byte"), "%s", err);
+    /* and a long line is still refused by its length */
+    char longl[3000];
+    memset(longl, ' ', sizeof longl);
+    memcpy(longl, "a 1 256 0 1", 11);
+    longl[sizeof longl - 1] = '\n';
+    p = write_trace_bytes("long.txt.gz", longl, sizeof longl);
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "long.txt.gz:1: line longer than"), "%s", err);
+}
+
+/* A directory is named as such (it was "truncated or corrupt gzip data"). */
+Test(trace, directory_is_named)
+{
+    trace_t t;
+    char err[512];
+    cr_assert_eq(trace_load(dir, &t, err, sizeof err), -1);
+    cr_assert(strstr(err, "cannot open: a directory"), "%s", err);
+}
+
+/* The number of events is bounded (a small gzip can inflate to gigabytes of
+ * valid events): past the bound, a clear error naming it; 0: no bound. */
+Test(trace, event_bound)
+{
+    char text[4096];
+    size_t n = 0;
+    for (int i = 0; i < 50; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "a %d 256 0 %d\nf %d %d\n", i, i, i, i);
+    const char *p = write_trace("many.txt.gz", text, 1);
+    trace_t t;
+    char err[512];
+    cr_assert_eq(trace_load_max(p, 99, &t, err, sizeof err), -2);
+    cr_assert(strstr(err, "many.txt.gz:100: more than 99 events"), "%s", err);
+    cr_assert_null(t.events);
+    cr_assert_eq(trace_load_max(p, 100, &t, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(t.nevents, 100);
+    trace_free(&t);
+    cr_assert_eq(trace_load_max(p, 0, &t, err, sizeof err), 0, "%s", err);
+    trace_free(&t);
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), 0, "the default bound is far above 100");
+    trace_free(&t);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The replay loop with a counting allocator                                 */
 /* ------------------------------------------------------------------------ */

@@ -70,6 +70,7 @@ with tempfile.TemporaryDirectory() as d:
     # Bad input.
     check(run(trace)[0] == 0, "sim-vmm is the default backend")
     check(run("--points", "0", trace)[0] == 2, "--points 0 is a usage error")
+    check(run("--points", "5x", trace)[0] == 2, "--points 5x is a usage error (it read as 5)")
     check(run("--backend", "sim", trace)[0] == 2, "--backend sim is refused (no granules)")
     check(run()[0] == 2, "no trace is a usage error")
     bad = os.path.join(d, "bad.txt.gz")

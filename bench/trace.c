@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define LINE_MAX_LEN 1024
@@ -121,6 +122,59 @@ static const char *printable(const char *s, char out[20])
     return out;
 }
 
+/* Reads a gzip (or plain) file line by line with the lengths known, so a
+ * NUL byte inside a line is seen (gzgets would end the line there).
+ * Invariant: buf[pos, end) holds bytes read but not yet handed out. */
+typedef struct line_reader {
+    gzFile gz;
+    size_t pos, end;
+    int eof;
+    char buf[1 << 17];
+} line_reader_t;
+
+enum { LINE_EOF = 0, LINE_OK = 1, LINE_ERROR = -1, LINE_LONG = -2 };
+
+/* The next line (without its newline, NUL-terminated in place) in *line and
+ * *len.  LINE_ERROR: zlib failed (truncated or corrupt data), also for a
+ * last line cut short by it; LINE_LONG: longer than LINE_MAX_LEN - 2. */
+static int line_next(line_reader_t *r, char **line, size_t *len)
+{
+    for (;;) {
+        char *nl = memchr(r->buf + r->pos, '\n', r->end - r->pos);
+        if (nl) {
+            *line = r->buf + r->pos;
+            *len = (size_t)(nl - *line);
+            *nl = '\0';
+            r->pos = (size_t)(nl - r->buf) + 1;
+            return *len > LINE_MAX_LEN - 2 ? LINE_LONG : LINE_OK;
+        }
+        if (r->end - r->pos > LINE_MAX_LEN - 2)
+            return LINE_LONG;
+        if (r->eof) {
+            int zerr;
+            gzerror(r->gz, &zerr);
+            if (zerr != Z_OK && zerr != Z_STREAM_END)
+                return LINE_ERROR;
+            if (r->pos == r->end)
+                return LINE_EOF;
+            *line = r->buf + r->pos; /* the last line, without a newline */
+            *len = r->end - r->pos;
+            (*line)[*len] = '\0';
+            r->pos = r->end;
+            return LINE_OK;
+        }
+        memmove(r->buf, r->buf + r->pos, r->end - r->pos);
+        r->end -= r->pos;
+        r->pos = 0;
+        int n = gzread(r->gz, r->buf + r->end, (unsigned)(sizeof r->buf - 1 - r->end));
+        if (n < 0)
+            return LINE_ERROR;
+        if (n == 0)
+            r->eof = 1;
+        r->end += (size_t)n;
+    }
+}
+
 typedef struct loader {
     const char *name;
     size_t line;
@@ -200,12 +254,20 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 
 int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
 {
+    return trace_load_max(path, TRACE_DEFAULT_MAX_EVENTS, t, err, errlen);
+}
+
+int trace_load_max(const char *path, size_t max_events, trace_t *t, char *err, size_t errlen)
+{
     memset(t, 0, sizeof *t);
     const char *slash = strrchr(path, '/');
     loader_t ld = {slash ? slash + 1 : path, 0, err, errlen};
     if (err && errlen)
         err[0] = '\0';
 
+    struct stat st; /* a FIFO is read as it comes (a pipe from zcat works) */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return load_fail(&ld, "cannot open: a directory, not a trace");
     gzFile gz = gzopen(path, "rb");
     if (!gz)
         return load_fail(&ld, "cannot open: %s", strerror(errno ? errno : ENOENT));
@@ -219,18 +281,24 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
     size_t cap_ev = 0, cap_t = 0, cap_s = 0, cap_m = 0;
     uint64_t live = 0;
     int rc = -1;
-    char line[LINE_MAX_LEN];
+    line_reader_t *rd = malloc(sizeof *rd);
 
     t->path = strdup(path);
-    if (!t->path || id_map_init(&ids, 1024) != 0) {
+    if (!t->path || !rd || id_map_init(&ids, 1024) != 0) {
         load_fail(&ld, "out of memory");
         goto out;
     }
+    rd->gz = gz;
+    rd->pos = rd->end = 0;
+    rd->eof = 0;
     t->name = t->path + (ld.name - path);
     t->iters = -1;
 
     for (;;) {
-        if (!gzgets(gz, line, sizeof line))
+        char *line = NULL;
+        size_t len = 0;
+        int got = line_next(rd, &line, &len);
+        if (got == LINE_EOF)
             break;
         ld.line++;
         if (ld.line == 1 && gzdirect(gz) && strlen(path) > 3 &&
@@ -238,21 +306,19 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
             load_fail(&ld, "not gzip data");
             goto out;
         }
-        size_t len = strlen(line);
-        if (len == 0 || line[len - 1] != '\n') {
+        if (got == LINE_ERROR) {
             int zerr;
-            const char *msg = gz_message(gz, path, &zerr);
-            if (zerr != Z_OK && zerr != Z_STREAM_END) {
-                load_fail(&ld, "truncated or corrupt gzip data (%s)", msg);
-                goto out;
-            }
-            if (len + 1 == sizeof line) {
-                load_fail(&ld, "line longer than %d bytes", LINE_MAX_LEN - 2);
-                goto out;
-            }
-            /* The last line, without a newline: parsed as usual. */
-        } else {
-            line[--len] = '\0';
+            load_fail(&ld, "truncated or corrupt gzip data (%s)", gz_message(gz, path, &zerr));
+            goto out;
+        }
+        if (got == LINE_LONG) {
+            load_fail(&ld, "line longer than %d bytes", LINE_MAX_LEN - 2);
+            goto out;
+        }
+        const char *nul = memchr(line, '\0', len);
+        if (nul) {
+            load_fail(&ld, "NUL byte in the line (at byte %zu)", (size_t)(nul - line) + 1);
+            goto out;
         }
         if (len && line[len - 1] == '\r')
             line[--len] = '\0';
@@ -364,6 +430,13 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
             goto out;
         }
         size_t k = t->nevents;
+        if (max_events && k >= max_events) {
+            load_fail(&ld, "more than %zu events, the bound on a trace's length (each event "
+                           "costs about %zu bytes of memory)",
+                      max_events, sizeof *t->events + sizeof *t->t_us + sizeof *t->stream);
+            rc = -2;
+            goto out;
+        }
         if (grow((void **)&t->events, &cap_ev, k + 1, sizeof *t->events) ||
             grow((void **)&t->t_us, &cap_t, k + 1, sizeof *t->t_us) ||
             grow((void **)&t->stream, &cap_s, k + 1, sizeof *t->stream)) {
@@ -394,6 +467,7 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
         t->nmarks--; /* a boundary after the last event marks nothing */
     rc = 0;
 out:
+    free(rd);
     gzclose(gz);
     id_map_fini(&ids);
     free(free_slots);

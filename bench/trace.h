@@ -50,10 +50,21 @@ typedef struct trace {
     long iters;               /* the header's "iters" (training steps), -1 if none */
 } trace_t;
 
-/* Loads and validates path.  On failure returns -1 and writes a message
- * naming the file and line ("trace.txt.gz:17: ...") into err; t is then
- * left empty (safe to pass to trace_free).  Returns 0 on success. */
+/* The default bound on a trace's events: 64 Mi events hold about 1.8 GiB of
+ * memory (28 bytes each), some 200 times the largest trace recorded so far.
+ * A few megabytes of gzip can inflate to gigabytes of valid events. */
+#define TRACE_DEFAULT_MAX_EVENTS ((size_t)64 << 20)
+
+/* Loads and validates path, at most TRACE_DEFAULT_MAX_EVENTS events.  On
+ * failure returns -1 and writes a message naming the file and line
+ * ("trace.txt.gz:17: ...") into err; t is then left empty (safe to pass to
+ * trace_free).  Returns 0 on success.  A line may not hold a NUL byte nor
+ * be longer than 1022 bytes. */
 int trace_load(const char *path, trace_t *t, char *err, size_t errlen);
+
+/* As trace_load with at most max_events events (0: no bound); -2 (with the
+ * message) when the trace has more. */
+int trace_load_max(const char *path, size_t max_events, trace_t *t, char *err, size_t errlen);
 
 void trace_free(trace_t *t);
 

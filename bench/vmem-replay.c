@@ -6,7 +6,7 @@
  *               [--host-limit BYTES] [--find-min-limit] [--repeat N]
  *               [--timeline FILE] [--no-host-fallback] [--sim-capacity BYTES]
  *               [--placement naive|planned] [--check] [--summary] [--verbose]
- *               TRACE.txt.gz ...
+ *               [--max-events N] TRACE.txt.gz ...
  *
  * Step boundaries come from the trace's 's' lines, else from the repetition
  * of its allocation sequence (steps.h); vmem_step_end is called at each.
@@ -14,6 +14,7 @@
  * trace names its line) go to stderr; the exit status is 0 when every trace
  * replayed, 1 when one could not be, 2 for a bad command line.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -501,7 +502,7 @@ static int usage(void)
             "usage: %s [--backend sim|sim-vmm|cuda|vmm] [--limit BYTES] [--host-limit BYTES]\n"
             "          [--find-min-limit] [--repeat N] [--timeline FILE] [--no-host-fallback]\n"
             "          [--sim-capacity BYTES] [--placement naive|planned] [--check] [--summary]\n"
-            "          [--verbose] TRACE.txt.gz ...\n"
+            "          [--verbose] [--max-events N] TRACE.txt.gz ...\n"
             "BYTES: an integer with an optional K, M, G or T suffix (powers of 1024).\n"
             "--repeat N: timed passes after one warm-up pass (default 11).\n"
             "--timeline FILE: CSV of the warm-up pass (event,time_us,live_bytes,device_held,\n"
@@ -512,8 +513,10 @@ static int usage(void)
             "  long-lived blocks on host from their allocation; 'naive' puts whatever is\n"
             "  allocated once the device is full on host.  spilled_bytes and\n"
             "  spilled_bytes_steps count, over the first pass and per step, the bytes of\n"
-            "  allocations placed on host plus the bytes moved there at step ends.\n",
-            prog);
+            "  allocations placed on host plus the bytes moved there at step ends.\n"
+            "--max-events N: refuse traces of more than N events (default %zu, about\n"
+            "  28 bytes of memory each; 0: no bound).\n",
+            prog, (size_t)TRACE_DEFAULT_MAX_EVENTS);
     return 2;
 }
 
@@ -530,6 +533,7 @@ int main(int argc, char **argv)
 {
     options_t o = {.backend = VMEM_BACKEND_SIM, .repeat = 11, .host_fallback = 1,
                    .log_level = VMEM_LOG_ERROR};
+    size_t max_events = TRACE_DEFAULT_MAX_EVENTS;
     int first = 1;
     for (; first < argc; first++) {
         const char *a = argv[first];
@@ -582,6 +586,11 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--sim-capacity") == 0) {
             if (parse_bytes(a, val, &o.sim_capacity))
                 return 2;
+            if (o.sim_capacity < VMEM_SIM_CAPACITY_MIN || o.sim_capacity > VMEM_SIM_CAPACITY_MAX) {
+                fprintf(stderr, "%s: --sim-capacity %s: outside the simulated device's range (2 MiB "
+                                "to 16 TiB)\n", prog, val);
+                return 2;
+            }
             first++;
         } else if (strcmp(a, "--repeat") == 0) {
             char *end;
@@ -591,6 +600,17 @@ int main(int argc, char **argv)
                 return 2;
             }
             o.repeat = (int)n;
+            first++;
+        } else if (strcmp(a, "--max-events") == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(val, &end, 10);
+            if (*end || end == val || val[0] < '0' || val[0] > '9' || errno) {
+                fprintf(stderr, "%s: --max-events: expected a count (0: no bound), got '%s'\n",
+                        prog, val);
+                return 2;
+            }
+            max_events = (size_t)n;
             first++;
         } else if (strcmp(a, "--placement") == 0) {
             if (strcmp(val, "naive") == 0)
@@ -614,6 +634,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: no trace given\n", prog);
         return usage();
     }
+    /* The simulated device is sized to cover the limit: both must lie in
+     * its range (say so here rather than "invalid argument" later). */
+    if ((o.backend == VMEM_BACKEND_SIM || o.backend == VMEM_BACKEND_SIM_VMM) &&
+        o.limit > VMEM_SIM_CAPACITY_MAX) {
+        fprintf(stderr, "%s: --limit %zu: above the largest simulated device (16 TiB)\n", prog,
+                o.limit);
+        return 2;
+    }
     int ntraces = argc - first, status = 0;
     trace_t *traces = calloc((size_t)ntraces, sizeof *traces);
     result_t *results = calloc((size_t)ntraces, sizeof *results);
@@ -625,8 +653,10 @@ int main(int argc, char **argv)
     for (int k = 0; k < ntraces; k++) {
         char err[512];
         trace_t *t = &traces[k];
-        if (trace_load(argv[first + k], t, err, sizeof err) != 0) {
-            fprintf(stderr, "%s: %s\n", prog, err);
+        int lrc = trace_load_max(argv[first + k], max_events, t, err, sizeof err);
+        if (lrc != 0) {
+            fprintf(stderr, "%s: %s%s\n", prog, err,
+                    lrc == -2 ? "; raise it with --max-events N (0: no bound)" : "");
             status = 1;
             continue;
         }

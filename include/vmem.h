@@ -103,6 +103,11 @@ VMEM_API const char *vmem_backend_name(vmem_backend_kind_t kind);
 
 #define VMEM_CONFIG_VERSION 1
 
+/* The range of vmem_config_t.sim_capacity (and VMEM_SIM_CAPACITY): 2 MiB
+ * to 16 TiB. */
+#define VMEM_SIM_CAPACITY_MIN ((size_t)2 << 20)
+#define VMEM_SIM_CAPACITY_MAX ((size_t)16 << 40)
+
 /* How allocations are placed between device and host memory when the device
  * limit cannot hold a step's peak (docs/placement.md). */
 typedef enum vmem_placement {
@@ -125,9 +130,11 @@ typedef struct vmem_config {
     size_t start_cap;     /* ceiling for later raises; 0: the initial limit */
     size_t host_limit;    /* host fallback cap; 0: 64 GiB */
     int host_fallback;    /* 1 (default): spill to host when the device is full */
-    size_t sim_capacity;  /* simulated device size; 0: 80 GiB */
+    size_t sim_capacity;  /* simulated device size; 0: 80 GiB; else
+                             VMEM_SIM_CAPACITY_MIN..VMEM_SIM_CAPACITY_MAX */
     uint64_t sim_fail_nth;   /* sim: fail the Nth device region request (1-based); 0 off */
-    double sim_fail_rate;    /* sim: probability that a region request fails */
+    double sim_fail_rate;    /* sim: probability that a region request fails (0 to 1;
+                                NaN is VMEM_ERR_INVALID) */
     uint64_t sim_seed;       /* sim: seed for sim_fail_rate */
     const char *control_file; /* watched JSON control file; NULL: none */
     const char *stats_file;   /* statistics JSON written at each step end; NULL: none */
@@ -146,8 +153,10 @@ VMEM_API void vmem_config_init(vmem_config_t *cfg);
  * VMEM_BACKEND, VMEM_DEVICE, VMEM_LIMIT, VMEM_START_CAP, VMEM_HOST_LIMIT,
  * VMEM_HOST_FALLBACK, VMEM_SIM_CAPACITY, VMEM_SIM_FAIL_NTH, VMEM_SIM_FAIL_RATE,
  * VMEM_SIM_SEED, VMEM_CONTROL_FILE, VMEM_STATS_FILE, VMEM_CONTROL_IMMEDIATE,
- * VMEM_LOG_LEVEL, VMEM_PLACEMENT.  Returns VMEM_ERR_ENV (and logs the variable's name) on the
- * first invalid value, leaving cfg unchanged; VMEM_ERR_INVALID if cfg is NULL.
+ * VMEM_LOG_LEVEL, VMEM_PLACEMENT.  Returns VMEM_ERR_ENV (and logs the variable's
+ * name) on the first invalid value (a VMEM_SIM_CAPACITY outside its range and
+ * a VMEM_START_CAP below the limit included), leaving cfg unchanged;
+ * VMEM_ERR_INVALID if cfg is NULL.
  * The strings stored in cfg point into the environment. */
 VMEM_API vmem_status_t vmem_config_from_env(vmem_config_t *cfg);
 
@@ -362,7 +371,8 @@ VMEM_API vmem_status_t vmem_check(vmem_t *v);
 
 typedef enum vmem_event_kind {
     VMEM_EVENT_SPILL = 1,        /* an allocation went to the host fallback */
-    VMEM_EVENT_ALLOC_FAILED = 2, /* an allocation returned NULL */
+    VMEM_EVENT_ALLOC_FAILED = 2, /* an allocation returned NULL (a zero or unroundable
+                                    size too, with status VMEM_ERR_SIZE) */
     VMEM_EVENT_LIMIT_CHANGED = 3 /* the device limit changed */
 } vmem_event_kind_t;
 
@@ -545,8 +555,8 @@ VMEM_API vmem_status_t vmem_get_allocator(vmem_t *v, vmem_allocator_t *out);
 
 /* Returns device's instance in *out, creating it on first use.  Creation is
  * tried once: later calls return the same failure (VMEM_ERR_ENV,
- * VMEM_ERR_UNAVAILABLE, ...), which is logged once.  VMEM_ERR_INVALID for
- * an ordinal outside 0..63 or out NULL. */
+ * VMEM_ERR_UNAVAILABLE, ...), which is logged once.  VMEM_ERR_INVALID (and
+ * an error line, each call) for an ordinal outside 0..63 or out NULL. */
 VMEM_API vmem_status_t vmem_instance_ex(int device, vmem_t **out);
 
 /* As vmem_instance_ex; NULL on failure. */

@@ -66,8 +66,14 @@ static vmem_status_t slot_create(int device, vmem_t **out)
 
 vmem_status_t vmem_instance_ex(int device, vmem_t **out)
 {
-    if (!out || device < 0 || device >= ADAPTER_MAX_DEVICES)
+    if (!out || device < 0 || device >= ADAPTER_MAX_DEVICES) {
+        if (out)
+            vmem_log(NULL, VMEM_LOG_ERROR, "adapter: device ordinal %d outside 0..%d", device,
+                     ADAPTER_MAX_DEVICES - 1);
+        else
+            vmem_log(NULL, VMEM_LOG_ERROR, "vmem_instance_ex: out is NULL");
         return VMEM_ERR_INVALID;
+    }
     adapter_slot_t *s = &slots[device];
     vmem_t *v = atomic_load_explicit(&s->inst, memory_order_acquire);
     if (v) {

@@ -12,7 +12,7 @@
 
 #define SIM_GRANULE ((size_t)2 << 20)
 #define SIM_VMM_GROW_ALIGN ((size_t)64 << 20) /* sim-vmm: regions end on 64 MiB, as vmm */
-#define SIM_MAX_CAPACITY ((size_t)16 << 40)
+#define SIM_MAX_CAPACITY VMEM_SIM_CAPACITY_MAX
 #define SIM_HOST_RANGE ((size_t)64 << 30) /* sim-vmm: room in the range for host
                                              memory mapped in place (the default
                                              host limit) */

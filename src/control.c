@@ -8,8 +8,10 @@
  * every second as a safety net (network file systems, links elsewhere
  * swapped underneath); without inotify it polls that identity every 100 ms.  A good file becomes the setting in force at the
  * next vmem_step_end (or at once with cfg.control_immediate); a bad one
- * (missing, empty, partial, malformed) logs one error per distinct bad state
- * and changes nothing.  See docs/control.md for the format. */
+ * (missing, empty, partial, malformed, not a regular file: a FIFO or a
+ * device is refused before it is opened, so nothing here ever blocks on the
+ * path) logs one error per distinct bad state and changes nothing.  See
+ * docs/control.md for the format. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,8 +29,11 @@
 
 #ifdef VMEM_HAVE_CJSON
 #include <cjson/cJSON.h>
+
+#include "control_format.h"
 #endif
 
+#include "safefile.h"
 #include "vmem_internal.h"
 
 int control_force_poll;
@@ -207,38 +212,6 @@ static void setting_describe(const control_setting_t *s, char *buf, size_t len)
         buf[n - 1] = '\0';
 }
 
-/* Reads 1 to max hex digits at *s into *out and advances *s; -1 if none. */
-static int hex_field(const char **s, int max, unsigned long long *out)
-{
-    unsigned long long v = 0;
-    int n = 0;
-    for (; n < max && isxdigit((unsigned char)**s); n++, (*s)++)
-        v = v * 16 + (unsigned)(isdigit((unsigned char)**s) ? **s - '0'
-                                                              : (tolower((unsigned char)**s) - 'a' + 10));
-    *out = v;
-    return n > 0 && !isxdigit((unsigned char)**s) ? 0 : -1;
-}
-
-/* Parses "dddd:bb:dd.f" or "bb:dd.f" (hex; domain up to 8 digits, bus and
- * device 2, function 1) into one number; -1 if not a PCI bus id. */
-static long long bus_id_value(const char *s)
-{
-    unsigned long long f[4] = {0};
-    const char *p = s;
-    int colons = 0;
-    for (const char *q = s; *q; q++)
-        colons += *q == ':';
-    int i = colons == 2 ? 0 : 1;
-    if (colons != 1 && colons != 2)
-        return -1;
-    if (i == 0 && (hex_field(&p, 8, &f[0]) != 0 || *p++ != ':'))
-        return -1;
-    if (hex_field(&p, 2, &f[1]) != 0 || *p++ != ':' || hex_field(&p, 2, &f[2]) != 0 ||
-        *p++ != '.' || hex_field(&p, 1, &f[3]) != 0 || *p != '\0')
-        return -1;
-    return (long long)((f[0] << 24) | (f[1] << 16) | (f[2] << 8) | f[3]);
-}
-
 /* 1 if key (a per-GPU entry's name) names this instance's device.  PCI ids
  * compare by value, so "00000000:3B:00.0" (nvidia-smi) matches
  * "0000:3b:00.0" (CUDA); simulated ids compare as text, ignoring case. */
@@ -246,7 +219,7 @@ int control_bus_id_match(const char *key, const char *mine)
 {
     if (!*mine)
         return 0;
-    long long a = bus_id_value(key), b = bus_id_value(mine);
+    long long a = control_pci_bus_id(key), b = control_pci_bus_id(mine);
     if (a >= 0 && b >= 0)
         return a == b;
     return strcasecmp(key, mine) == 0;
@@ -305,7 +278,7 @@ static int keys_parse(const cJSON *obj, control_setting_t *s, char *why, size_t 
             }
             s->perf = (int)d;
             s->has_perf = 1;
-        } else if (!strchr(k, ':') && unknown) {
+        } else if ((!strchr(k, ':') || !control_gpu_key_valid(k)) && unknown) {
             size_t n = strlen(unknown);
             if (n + strlen(k) + 4 < ulen)
                 snprintf(unknown + n, ulen - n, "%s\"%s\"", n ? ", " : "", k);
@@ -339,6 +312,10 @@ static int setting_parse(struct control *c, const char *text, size_t len, contro
     int rc = -1;
     if (!cJSON_IsObject(root)) {
         snprintf(why, wlen, "the top level must be a JSON object");
+        goto done;
+    }
+    if (control_json_exact(root, text, len, 0) != 0) { /* sizes >= 2^53 read exactly */
+        snprintf(why, wlen, "out of memory");
         goto done;
     }
     if (keys_parse(root, out, why, wlen, unknown, ulen) != 0)
@@ -439,9 +416,18 @@ static void file_read(struct control *c, int initial)
     c->reads++;
     pthread_mutex_unlock(&c->lock);
 
-    int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+    /* Never blocks: a FIFO, a device or a directory at the path is refused
+     * (after following symlinks) before it is opened. */
+    char why_open[96];
+    int fd = safefile_open_read(c->path, why_open, sizeof why_open);
     if (fd < 0) {
         int e = errno;
+        struct stat lst;
+        if (e == EINVAL && stat(c->path, &lst) == 0) {
+            sig_from_stat(&c->sig, &lst); /* refused: re-read only when it changes */
+            state_bad(c, FILE_BAD, text_hash(why_open, strlen(why_open), 3), "%s", why_open);
+            return;
+        }
         memset(&c->sig, 0, sizeof c->sig);
         if (e == ENOENT && initial) {
             pthread_mutex_lock(&c->lock);

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "vmem_internal.h"
@@ -27,6 +28,52 @@ void vmem_set_log(vmem_log_fn fn, void *ctx, vmem_log_level_t min_level)
     pthread_mutex_unlock(&log_lock);
 }
 
+/* Length of the valid UTF-8 sequence at s (1 to 4), 0 if none starts there
+ * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
+static int utf8_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    int n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    if (n == 0 || c > 0xf4)
+        return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
+        (c == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+/* Copies msg into out (at least 4 * strlen(msg) + 1 bytes) with control
+ * characters (C0, DEL, C1) and bytes that are not valid UTF-8 written as
+ * \xNN: messages quote paths, environment values and control-file text,
+ * which must not drive the reader's terminal or break a UTF-8 log. */
+static void text_escape(const char *msg, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *s = (const unsigned char *)msg;
+    char *o = out;
+    while (*s) {
+        int n = *s < 0x80 ? (*s >= 0x20 && *s != 0x7f) : utf8_len(s), bad = 1;
+        if (n == 2 && s[0] == 0xc2 && s[1] < 0xa0)
+            n = 0, bad = 2; /* U+0080..U+009F: C1 controls */
+        if (n == 0) {
+            for (int k = 0; k < bad; k++, s++) {
+                *o++ = '\\';
+                *o++ = 'x';
+                *o++ = hex[*s >> 4];
+                *o++ = hex[*s & 15];
+            }
+            continue;
+        }
+        memcpy(o, s, (size_t)n);
+        o += n;
+        s += n;
+    }
+    *o = '\0';
+}
+
 void vmem_log(const vmem_t *v, vmem_log_level_t level, const char *fmt, ...)
 {
     vmem_log_fn fn;
@@ -47,12 +94,13 @@ void vmem_log(const vmem_t *v, vmem_log_level_t level, const char *fmt, ...)
     }
     if (level < min || level >= VMEM_LOG_NONE)
         return;
-    char buf[512];
+    char buf[512], shown[4 * sizeof buf];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    fn(ctx, level, buf);
+    text_escape(buf, shown);
+    fn(ctx, level, shown);
 }
 
 double vmem_now(void)

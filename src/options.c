@@ -139,12 +139,36 @@ static int parse_int(const char *s, int *out)
     return 0;
 }
 
+/* A probability: decimal digits with an optional fraction and exponent
+ * ("0.01", ".5", "1e-3"), from 0 to 1.  No sign, blanks, hex, inf or nan;
+ * a value too small for a double (1e-400) is 0. */
 static int parse_rate(const char *s, double *out)
 {
-    char *end;
+    const char *p = s;
+    size_t digits = 0;
+    for (; isdigit((unsigned char)*p); p++)
+        digits++;
+    if (*p == '.')
+        for (p++; isdigit((unsigned char)*p); p++)
+            digits++;
+    if (!digits)
+        return -1;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-')
+            p++;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+        while (isdigit((unsigned char)*p))
+            p++;
+    }
+    if (*p)
+        return -1;
     errno = 0;
-    double d = strtod(s, &end);
-    if (errno || end == s || *end || !(d >= 0.0 && d <= 1.0))
+    double d = strtod(s, NULL);
+    if (errno == ERANGE && d > 1) /* overflow; underflow is a rate of ~0 */
+        return -1;
+    if (!(d >= 0.0 && d <= 1.0))
         return -1;
     *out = d;
     return 0;
@@ -188,7 +212,7 @@ static const struct opt {
     {"VMEM_START_CAP", OPT_SIZE, offsetof(vmem_config_t, start_cap), "ceiling for raises; default the initial limit"},
     {"VMEM_HOST_LIMIT", OPT_SIZE, offsetof(vmem_config_t, host_limit), "host fallback limit; default 64G"},
     {"VMEM_HOST_FALLBACK", OPT_BOOL, offsetof(vmem_config_t, host_fallback), "spill to host; default 1"},
-    {"VMEM_SIM_CAPACITY", OPT_SIZE, offsetof(vmem_config_t, sim_capacity), "simulated device size; default 80G"},
+    {"VMEM_SIM_CAPACITY", OPT_SIZE, offsetof(vmem_config_t, sim_capacity), "simulated device size, 2 MiB to 16 TiB; default 80G"},
     {"VMEM_SIM_FAIL_NTH", OPT_U64, offsetof(vmem_config_t, sim_fail_nth), "fail the Nth sim region request; default 0 (off)"},
     {"VMEM_SIM_FAIL_RATE", OPT_RATE, offsetof(vmem_config_t, sim_fail_rate), "sim region failure probability; default 0"},
     {"VMEM_SIM_SEED", OPT_U64, offsetof(vmem_config_t, sim_seed), "seed for VMEM_SIM_FAIL_RATE; default 0"},
@@ -212,7 +236,12 @@ vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
         char *field = (char *)&tmp + o->offset;
         int bad = 0;
         switch (o->kind) {
-        case OPT_SIZE: bad = vmem_parse_size(val, (size_t *)field) != VMEM_OK; break;
+        case OPT_SIZE:
+            bad = vmem_parse_size(val, (size_t *)field) != VMEM_OK;
+            if (!bad && o->offset == offsetof(vmem_config_t, sim_capacity))
+                bad = *(size_t *)field < VMEM_SIM_CAPACITY_MIN ||
+                      *(size_t *)field > VMEM_SIM_CAPACITY_MAX;
+            break;
         case OPT_BOOL: bad = parse_bool(val, (int *)field); break;
         case OPT_U64: bad = parse_u64(val, (uint64_t *)field); break;
         case OPT_INT: bad = parse_int(val, (int *)field); break;
@@ -231,6 +260,16 @@ vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
             vmem_log(NULL, VMEM_LOG_ERROR, "invalid %s=\"%s\" (expected %s)", o->name, val, o->what);
             return VMEM_ERR_ENV;
         }
+    }
+    /* The cap is a ceiling for the limit: a cap below the limit is a
+     * mistake in the environment, not in the caller's config. */
+    if (tmp.start_cap && tmp.limit > tmp.start_cap &&
+        (getenv("VMEM_START_CAP") || getenv("VMEM_LIMIT"))) {
+        vmem_log(NULL, VMEM_LOG_ERROR,
+                 "VMEM_START_CAP (%zu) is below VMEM_LIMIT (%zu); the start cap is the ceiling "
+                 "for the limit",
+                 tmp.start_cap, tmp.limit);
+        return VMEM_ERR_ENV;
     }
     *cfg = tmp;
     return VMEM_OK;

@@ -1,5 +1,6 @@
 /* Statistics: the versioned struct, its JSON rendering and the file. */
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "safefile.h"
 #include "vmem_internal.h"
 
 vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
@@ -209,34 +211,48 @@ vmem_status_t stats_write_file(vmem_t *v, const char *path)
             return VMEM_ERR_SIZE;
         }
     }
-    size_t tlen = strlen(path) + 48;
-    char *tmp = malloc(tlen);
-    if (!tmp) {
-        if (buf != small)
-            free(buf);
-        return VMEM_ERR_NOMEM;
+    /* Only a regular file (or nothing) is replaced: rename would put a
+     * regular file in place of a device node or a FIFO.  A symlink is
+     * written through (its target replaced), so the link stays.  Readers
+     * only ever see a complete file, since rename replaces it in one step;
+     * each write has a temporary file of its own (O_EXCL, never through a
+     * link), so instances writing the same path never share one. */
+    char why[128] = "";
+    char *target = safefile_replace_target(path, why, sizeof why);
+    char *tmp = NULL;
+    int ok = 0, e = 0;
+    if (target) {
+        int fd = safefile_temp(target, &tmp);
+        if (fd >= 0) {
+            buf[need] = '\n';
+            size_t done = 0;
+            ok = fchmod(fd, 0644) == 0;
+            while (ok && done < need + 1) {
+                ssize_t w = write(fd, buf + done, need + 1 - done);
+                if (w < 0 && errno == EINTR)
+                    continue;
+                if (w <= 0)
+                    ok = 0;
+                else
+                    done += (size_t)w;
+            }
+            ok = close(fd) == 0 && ok;
+            ok = ok && rename(tmp, target) == 0;
+        }
+        e = errno;
+        if (!ok && tmp)
+            unlink(tmp);
+        if (!ok)
+            snprintf(why, sizeof why, "cannot write: %s", strerror(e));
     }
-    /* a name of its own for each write: two instances (or threads) writing
-     * the same path never share a temporary file; readers only ever see a
-     * complete file, since rename replaces it in one step */
-    static atomic_uint serial;
-    snprintf(tmp, tlen, "%s.%ld.%u.tmp", path, (long)getpid(), atomic_fetch_add(&serial, 1));
-    FILE *f = fopen(tmp, "w");
-    int ok = f && fwrite(buf, 1, need, f) == need && fputc('\n', f) != EOF;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (ok && rename(tmp, path) != 0)
-        ok = 0;
-    int e = errno;
-    if (!ok)
-        unlink(tmp);
     free(tmp);
+    free(target);
     if (buf != small)
         free(buf);
     /* one error per run of failures, not one per step */
     int was = atomic_exchange(&v->stats_failing, !ok);
     if (!ok && !was)
-        vmem_log(v, VMEM_LOG_ERROR, "statistics file %s: cannot write: %s", path, strerror(e));
+        vmem_log(v, VMEM_LOG_ERROR, "statistics file %s: %s", path, why);
     else if (ok && was)
         vmem_log(v, VMEM_LOG_WARN, "statistics file %s: written again", path);
     return ok ? VMEM_OK : VMEM_ERR_IO;

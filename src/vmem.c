@@ -104,9 +104,22 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
             return st;
     }
     if (cfg.backend < VMEM_BACKEND_AUTO || cfg.backend > VMEM_BACKEND_VMM || cfg.device < 0 ||
-        cfg.sim_fail_rate < 0 || cfg.sim_fail_rate > 1 || cfg.log_level > VMEM_LOG_NONE ||
-        cfg.placement < VMEM_PLACEMENT_PLANNED || cfg.placement > VMEM_PLACEMENT_NAIVE) {
+        cfg.log_level > VMEM_LOG_NONE || cfg.placement < VMEM_PLACEMENT_PLANNED ||
+        cfg.placement > VMEM_PLACEMENT_NAIVE) {
         vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: invalid configuration field");
+        return VMEM_ERR_INVALID;
+    }
+    if (!(cfg.sim_fail_rate >= 0 && cfg.sim_fail_rate <= 1)) { /* NaN too */
+        vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: sim_fail_rate %g is not a probability (0 to 1)",
+                 cfg.sim_fail_rate);
+        return VMEM_ERR_INVALID;
+    }
+    if (cfg.sim_capacity &&
+        (cfg.sim_capacity < VMEM_SIM_CAPACITY_MIN || cfg.sim_capacity > VMEM_SIM_CAPACITY_MAX)) {
+        vmem_log(NULL, VMEM_LOG_ERROR,
+                 "vmem_create: sim_capacity %zu outside the simulated device's range (2 MiB to "
+                 "16 TiB)",
+                 cfg.sim_capacity);
         return VMEM_ERR_INVALID;
     }
     if (cfg.start_cap && cfg.limit > cfg.start_cap) {
@@ -503,20 +516,24 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
         tls_status = VMEM_INVALID_ARG(v);
         return NULL;
     }
-    if (bfc_round(size) == 0) {
+    vmem_status_t st;
+    pending_event_t pe;
+    pe.fn = NULL; /* event_prepare fills the rest when there is an event */
+    if (bfc_round(size) == 0) { /* zero, or too large to round */
         tls_status = VMEM_ERR_SIZE;
         pthread_mutex_lock(&v->lock);
         v->failures++;
+        event_prepare(v, &pe, VMEM_EVENT_ALLOC_FAILED);
+        pe.ev.size = size;
+        pe.ev.status = VMEM_ERR_SIZE;
         pthread_mutex_unlock(&v->lock);
         vmem_log(v, VMEM_LOG_ERROR, "vmem_alloc: invalid size %zu", size);
+        event_fire(&pe);
         return NULL;
     }
     unsigned tag = tags_current(v); /* vmem_set_tag: the tag's own arena */
     if (tag)
         return tags_alloc(v, size, stream, tag);
-    vmem_status_t st;
-    pending_event_t pe;
-    pe.fn = NULL; /* event_prepare fills the rest when there is an event */
     pthread_mutex_lock(&v->lock);
     /* One stream so far and this is it (the common case): key 0, no call. */
     uintptr_t key = !v->multi_stream && v->nstreams && v->streams[0] == stream

@@ -11,6 +11,7 @@
  * machine without a GPU the simulated device is used).  libvmem's own
  * messages (info and up) and every limit change are printed with the step
  * they happened in.  Runs --steps steps (0: until interrupted). */
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -61,6 +62,18 @@ static int usage(void)
     return 2;
 }
 
+/* A count: decimal digits only (atol read "abc" as 0, i.e. run for ever). */
+static int count_parse(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end || errno)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long steps = 0, step_ms = 200;
@@ -68,11 +81,13 @@ int main(int argc, char **argv)
     const char *pos[2];
     int npos = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--steps") && i + 1 < argc)
-            steps = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--step-ms") && i + 1 < argc)
-            step_ms = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
+            if (count_parse(argv[++i], &steps) != 0)
+                return usage();
+        } else if (!strcmp(argv[i], "--step-ms") && i + 1 < argc) {
+            if (count_parse(argv[++i], &step_ms) != 0)
+                return usage();
+        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             if (vmem_parse_size(argv[++i], &limit) != VMEM_OK)
                 return usage();
         } else if (!strcmp(argv[i], "--work") && i + 1 < argc) {

@@ -24,7 +24,9 @@
 #include <cjson/cJSON.h>
 #include <vmem.h>
 
+#include "control_format.h"
 #include "prom.h"
+#include "safefile.h"
 
 #define EXIT_USAGE 2
 
@@ -68,42 +70,50 @@ static int usage_error(const char *fmt, const char *arg)
 /* Files                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Reads a whole file.  NULL with errno set if it cannot be read. */
-static char *file_slurp(const char *path, size_t *len)
+/* Reads a whole regular file (following symlinks; never blocks on a FIFO
+ * or a device).  NULL with errno set (ENOENT: nothing there) and why
+ * filled if it cannot be read. */
+static char *file_slurp(const char *path, size_t *len, char *why, size_t wlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    int fd = safefile_open_read(path, why, wlen);
+    if (fd < 0)
         return NULL;
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (ferror(f)) {
+        ssize_t r = read(fd, buf + n, cap - n - 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(why, wlen, "%s", strerror(errno));
             free(buf);
             buf = NULL;
             break;
         }
-        if (feof(f))
+        if (r == 0)
             break;
+        n += (size_t)r;
+        if (n + 1 < cap)
+            continue;
         if (cap > ((size_t)64 << 20)) {
+            snprintf(why, wlen, "larger than 64 MiB");
             free(buf);
             buf = NULL;
-            errno = EFBIG;
             break;
         }
         char *nb = realloc(buf, cap * 2);
         if (!nb) {
             free(buf);
             buf = NULL;
+            snprintf(why, wlen, "out of memory");
             break;
         }
         buf = nb;
         cap *= 2;
     }
-    int e = errno;
-    fclose(f);
+    close(fd);
     if (!buf) {
-        errno = e;
+        errno = EIO;
         return NULL;
     }
     buf[n] = '\0';
@@ -111,25 +121,27 @@ static char *file_slurp(const char *path, size_t *len)
     return buf;
 }
 
-/* Writes text to path atomically: a temporary file next to it, then rename.
- * Keeps the mode of the file it replaces (0644 for a new one). */
+/* Writes text to path atomically: a temporary file next to the file that
+ * is replaced, then rename.  A symlink is written through (its target is
+ * replaced, the link stays); anything but a regular file (or nothing) is
+ * refused.  Keeps the mode of the file it replaces (0644 for a new one). */
 static int file_replace(const char *path, const char *text)
 {
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (!tmp)
+    char why[128];
+    char *target = safefile_replace_target(path, why, sizeof why);
+    if (!target) {
+        fprintf(stderr, "vmemctl: %s: %s\n", path, why);
         return -1;
-    const char *slash = strrchr(path, '/');
-    int dirlen = slash ? (int)(slash - path + 1) : 0;
-    snprintf(tmp, n, "%.*s.%s.XXXXXX", dirlen, path, slash ? slash + 1 : path);
-    int fd = mkstemp(tmp);
+    }
+    char *tmp = NULL;
+    int fd = safefile_temp(target, &tmp);
     if (fd < 0) {
         fprintf(stderr, "vmemctl: %s: cannot create a temporary file: %s\n", path, strerror(errno));
-        free(tmp);
+        free(target);
         return -1;
     }
     struct stat st;
-    mode_t mode = stat(path, &st) == 0 ? (st.st_mode & 07777) : 0644;
+    mode_t mode = stat(target, &st) == 0 ? (st.st_mode & 07777) : 0644;
     size_t len = strlen(text), done = 0;
     int ok = fchmod(fd, mode) == 0;
     while (ok && done < len) {
@@ -143,12 +155,13 @@ static int file_replace(const char *path, const char *text)
     }
     ok = ok && fsync(fd) == 0;
     ok = close(fd) == 0 && ok;
-    ok = ok && rename(tmp, path) == 0;
+    ok = ok && rename(tmp, target) == 0;
     if (!ok) {
         fprintf(stderr, "vmemctl: %s: cannot write: %s\n", path, strerror(errno));
         unlink(tmp);
     }
     free(tmp);
+    free(target);
     return ok ? 0 : -1;
 }
 
@@ -191,7 +204,9 @@ static int control_set(const char *path, const char *gpu, const char *key, const
         size_t bytes;
         if (vmem_parse_size(value, &bytes) != VMEM_OK)
             return usage_error("invalid size \"%s\" (bytes, or a number with K, M, G, T)", value);
-        item = cJSON_CreateNumber((double)bytes);
+        char exact[24]; /* an integer of bytes, exactly (a double rounds above 2^53) */
+        snprintf(exact, sizeof exact, "%zu", bytes);
+        item = cJSON_CreateRaw(exact);
         char h[32];
         size_human((double)bytes, h, sizeof h);
         snprintf(shown, sizeof shown, "%zu (%s)", bytes, h);
@@ -205,7 +220,7 @@ static int control_set(const char *path, const char *gpu, const char *key, const
         char *end;
         errno = 0;
         long p = strtol(value, &end, 10);
-        if (errno || end == value || *end || p < 0 || p > 100)
+        if (errno || end == value || *end || p < 0 || p > 100 || value[0] < '0' || value[0] > '9')
             return usage_error("invalid perf \"%s\" (an integer from 0 to 100)", value);
         item = cJSON_CreateNumber((double)p);
         snprintf(shown, sizeof shown, "%ld", p);
@@ -215,11 +230,20 @@ static int control_set(const char *path, const char *gpu, const char *key, const
 
     cJSON *root = NULL;
     size_t len = 0;
-    char *text = file_slurp(path, &len);
+    char why[128];
+    char *text = file_slurp(path, &len, why, sizeof why);
     if (text) {
         size_t ws = strspn(text, " \t\r\n");
         if (ws < len) {
             root = cJSON_ParseWithLength(text, len);
+            /* other keys keep their digits when the file is written back */
+            if (root && control_json_exact(root, text, len, 1) != 0) {
+                fprintf(stderr, "vmemctl: out of memory\n");
+                cJSON_Delete(root);
+                cJSON_Delete(item);
+                free(text);
+                return 1;
+            }
             if (!root || !cJSON_IsObject(root)) {
                 fprintf(stderr,
                         "vmemctl: %s: not a JSON object; fix or remove it (it was not changed)\n",
@@ -232,7 +256,7 @@ static int control_set(const char *path, const char *gpu, const char *key, const
         }
         free(text);
     } else if (errno != ENOENT) {
-        fprintf(stderr, "vmemctl: %s: cannot read: %s\n", path, strerror(errno));
+        fprintf(stderr, "vmemctl: %s: cannot read: %s\n", path, why);
         cJSON_Delete(item);
         return 1;
     }
@@ -414,9 +438,10 @@ static int key_known(const char *k)
 static int stats_print(const char *path, int json)
 {
     size_t len = 0;
-    char *text = file_slurp(path, &len);
+    char why[128];
+    char *text = file_slurp(path, &len, why, sizeof why);
     if (!text) {
-        fprintf(stderr, "vmemctl: %s: cannot read: %s\n", path, strerror(errno));
+        fprintf(stderr, "vmemctl: %s: cannot read: %s\n", path, why);
         return 1;
     }
     cJSON *root = cJSON_ParseWithLength(text, len);
@@ -531,14 +556,17 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "--gpu") && i + 1 < argc && (!strcmp(cmd, "set") || !strcmp(cmd, "set-limit"))) {
             gpu = argv[++i];
-            if (!*gpu)
-                return usage_error("%s", "--gpu needs a bus id");
+            if (!control_gpu_key_valid(gpu))
+                return usage_error("invalid --gpu \"%s\" (a PCI bus id such as 0000:3b:00.0, or "
+                                   "sim:N for a simulated device)",
+                                   gpu);
         } else if (!strcmp(a, "--json") && !strcmp(cmd, "stats")) {
             json = 1;
         } else if (!strcmp(a, "--count") && i + 1 < argc && !strcmp(cmd, "watch")) {
             char *end;
+            errno = 0;
             count = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || count <= 0)
+            if (*end || end == argv[i] || count <= 0 || errno)
                 return usage_error("invalid --count \"%s\" (a positive integer)", argv[i]);
         } else if (!strcmp(a, "--interval") && i + 1 < argc && !strcmp(cmd, "watch")) {
             char *end;

@@ -188,6 +188,8 @@ Test(control_vmemctl, bad_arguments_exit_2_with_usage, .timeout = 30)
         {"set", "@", "colour", "blue", NULL},
         {"set", "@", "perf", "101", NULL},
         {"set", "@", "perf", "fast", NULL},
+        {"set", "@", "perf", " 40", NULL},
+        {"set", "@", "perf", "+40", NULL},
         {"set", "@", "host_fallback", "maybe", NULL},
         {"stats", NULL},
         {"stats", "--bogus", "@", NULL},
@@ -323,4 +325,151 @@ Test(control_vmemctl, demo_process_follows_set_limit, .timeout = 60)
     free(ctl);
     free(stats);
     dir_remove(dir);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hostile files and numbers (issue 16)                                     */
+/* ------------------------------------------------------------------------ */
+
+/* The text of a file ("" if unreadable). */
+static void text_of(const char *path, char *buf, size_t len) { fd_drain(path, buf, len); }
+
+/* Sizes are written as exact integers: 2^64-1 was written as
+ * 1.8446744073709552e+19 (which libvmem rejects) and 2^53+1 as ...990. */
+Test(control_vmemctl, sizes_written_exactly, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    static const char *sizes[] = {"18446744073709551615", "9007199254740993", "16T", "8G"};
+    static const char *want[] = {"18446744073709551615", "9007199254740993", "17592186044416",
+                                 "8589934592"};
+    for (int i = 0; i < 4; i++) {
+        run_t r;
+        run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", ctl, sizes[i], NULL});
+        cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+        char text[256], key[64];
+        text_of(ctl, text, sizeof text);
+        snprintf(key, sizeof key, "\"limit\":\t%s\n", want[i]);
+        cr_assert(strstr(text, key) != NULL, "%s: file is %s", sizes[i], text);
+    }
+    /* other keys keep their exact text when the file is rewritten */
+    file_put_atomic(ctl, "{\"host_limit\": 9007199254740993, \"x\": [12345678901234567890, 1.5]}");
+    run_t r;
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", ctl, "1G", NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    char text[256];
+    text_of(ctl, text, sizeof text);
+    cr_assert(strstr(text, "9007199254740993") && strstr(text, "12345678901234567890") &&
+                  strstr(text, "1.5"),
+              "file is %s", text);
+    /* and libvmem reads them back exactly */
+    vmem_t *v = instance_make(2 * GiB, ctl, NULL, NULL, 1);
+    vmem_stats_t s = {.size = sizeof s};
+    vmem_get_stats(v, &s);
+    cr_assert_eq(s.host_limit, (size_t)9007199254740993ull);
+    cr_assert_eq(s.limit, 1 * GiB);
+    vmem_destroy(v);
+    free(ctl);
+    dir_remove(dir);
+}
+
+/* A symlinked control file (Kubernetes, schedulers) is written through the
+ * link: the link stays and its target changes. */
+Test(control_vmemctl, symlink_written_through, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    char *real = path_join(dir, "real.json");
+    file_put_atomic(real, "{\"perf\": 50}");
+    cr_assert_eq(chmod(real, 0600), 0);
+    cr_assert_eq(symlink("real.json", ctl), 0);
+    run_t r;
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", ctl, "3G", NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    struct stat st;
+    cr_assert_eq(lstat(ctl, &st), 0);
+    cr_assert(S_ISLNK(st.st_mode), "the symlink was replaced by a file");
+    cr_assert_eq(stat(real, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "the target's mode is kept");
+    cJSON *root = json_load(real);
+    cr_assert_eq(json_num(root, "limit"), 3.0 * GiB);
+    cr_assert_eq(json_num(root, "perf"), 50);
+    cJSON_Delete(root);
+    free(real);
+    free(ctl);
+    dir_remove(dir);
+}
+
+/* A FIFO, a device or a directory at the path: exit 1 at once with one
+ * clear message, never a hang in open() or read(), nothing replaced. */
+Test(control_vmemctl, odd_files_refused, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *fifo = path_join(dir, "fifo");
+    char *sub = path_join(dir, "sub");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    const char *paths[] = {fifo, sub, "/dev/null"};
+    const char *kinds[] = {"a FIFO", "a directory", "a character device"};
+    for (int i = 0; i < 3; i++) {
+        run_t r;
+        run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", paths[i], "1G", NULL});
+        cr_expect_eq(r.status, 1, "%s: exit %d", paths[i], r.status);
+        char want[128];
+        snprintf(want, sizeof want, "not a regular file (%s)", kinds[i]);
+        cr_expect(strstr(r.err, want) != NULL, "%s: %s", paths[i], r.err);
+        run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "stats", paths[i], NULL});
+        cr_expect_eq(r.status, 1, "stats %s: exit %d", paths[i], r.status);
+        cr_expect(strstr(r.err, want) != NULL, "stats %s: %s", paths[i], r.err);
+    }
+    struct stat st;
+    cr_assert_eq(lstat(fifo, &st), 0);
+    cr_assert(S_ISFIFO(st.st_mode));
+    cr_assert_eq(lstat("/dev/null", &st), 0);
+    cr_assert(S_ISCHR(st.st_mode));
+    rmdir(sub);
+    free(sub);
+    free(fifo);
+    dir_remove(dir);
+}
+
+/* --gpu takes only keys libvmem matches against a device: a PCI bus id or
+ * "sim:N"; anything else was written and then ignored as an unknown key. */
+Test(control_vmemctl, gpu_key_must_be_one_libvmem_reads, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    static const char *bad[] = {"0", "GPU-5f1c", "gpu:0", "sim:", "sim:x", "3b:00", "0000:3b:00.0x",
+                                "00000000000:3b:00.0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_t r;
+        run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", "--gpu", bad[i], ctl, "1G",
+                                      NULL});
+        cr_expect_eq(r.status, 2, "--gpu %s: exit %d", bad[i], r.status);
+        cr_expect(strstr(r.err, "bus id") != NULL, "--gpu %s: %s", bad[i], r.err);
+        cr_expect_eq(access(ctl, F_OK), -1, "--gpu %s wrote the file", bad[i]);
+    }
+    static const char *good[] = {"sim:0", "SIM:12", "0000:3b:00.0", "3B:00.0", "00000000:3b:00.0"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        run_t r;
+        run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", "--gpu", good[i], ctl, "1G",
+                                      NULL});
+        cr_expect_eq(r.status, 0, "--gpu %s: %s", good[i], r.err);
+    }
+    free(ctl);
+    dir_remove(dir);
+}
+
+/* The demo's counts are numbers or a usage error: atol read "--steps abc"
+ * as 0, which means "run until stopped". */
+Test(control_vmemctl, demo_counts_are_checked, .timeout = 30)
+{
+    static const char *const bad[][2] = {{"--steps", "abc"}, {"--steps", "5x"}, {"--step-ms", "-1"},
+                                         {"--step-ms", "1e3"}};
+    for (int i = 0; i < 4; i++) {
+        run_t r;
+        run(&r, (const char *const[]){exe("CONTROL_DEMO_EXE"), bad[i][0], bad[i][1], "/nonexistent/c",
+                                      "/nonexistent/s", NULL});
+        cr_expect_eq(r.status, 2, "%s %s: exit %d", bad[i][0], bad[i][1], r.status);
+    }
 }

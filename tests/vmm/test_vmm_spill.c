@@ -124,6 +124,38 @@ Test(vmm_api, shrink_below_live_evicts_at_step_end)
     vmem_destroy(v);
 }
 
+/* docs/vmm.md (issue 16): eviction moves only the granules it needs, so a
+ * block may be partly on host; its bytes count where they lie, and
+ * vmem_ptr_info reports it on host.  A 48 MiB block under a 10 MiB limit:
+ * 38 MiB go to host, 10 MiB stay on the device. */
+Test(vmm_api, shrink_evicts_only_the_granules_needed)
+{
+    vmem_t *v = open_sim(VMEM_BACKEND_SIM_VMM, 64 * MiB, GiB);
+    void *b = vmem_alloc(v, 48 * MiB);
+    cr_assert_not_null(b);
+    pattern_fill(b, 48 * MiB, 7);
+    cr_assert_eq(vmem_set_limit(v, 10 * MiB, NULL), VMEM_PENDING);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    vmem_stats_t st = stats(v);
+    cr_assert_eq(st.pending_limit, 0);
+    cr_assert_eq(st.device_held, 10 * MiB, "the device keeps what the limit allows");
+    cr_assert_eq(st.host_held, 38 * MiB, "only the excess moves");
+    cr_assert_eq(st.device_in_use, 10 * MiB, "bytes count where they lie");
+    cr_assert_eq(st.host_in_use, 38 * MiB);
+    cr_assert_eq(where(v, b), VMEM_LOC_HOST, "a block with any byte on host is reported there");
+    cr_assert(pattern_ok(b, 48 * MiB, 7));
+    cr_assert_eq(vmem_set_limit(v, 64 * MiB, NULL), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    st = stats(v);
+    cr_assert_eq(st.host_held, 0);
+    cr_assert_eq(where(v, b), VMEM_LOC_DEVICE);
+    cr_assert(pattern_ok(b, 48 * MiB, 7));
+    cr_assert_eq(vmem_free(v, b), VMEM_OK);
+    vmem_destroy(v);
+}
+
 Test(vmm_api, page_granular_shrink_applies_at_once)
 {
     vmem_t *v = open_sim(VMEM_BACKEND_SIM_VMM, GiB, GiB);
