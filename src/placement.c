@@ -544,6 +544,10 @@ unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream, const place_e
     int m;
     switch (pl->state) {
     case ST_MATCH:
+        if (last->peak_total + pl->margin + pl->extra <= env->limit) {
+            pl->state = ST_LEARN; /* the last step fitted: no plan needed */
+            return PLACE_NONE;
+        }
         m = match_step(pl, 0, req, stream, &at);
         if (m < 0) {
             pl->state = ST_DIVERGED;
