@@ -53,7 +53,7 @@ def _candidates():
         yield env
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("libvmem.so", "libvmem.so.0"):
+    for name in ("libvmem.so.0", "libvmem.so"):
         yield os.path.join(here, name)
     root = os.path.dirname(here)
     built = glob.glob(os.path.join(root, "build*", "src", "libvmem.so"))
