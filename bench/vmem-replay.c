@@ -412,7 +412,9 @@ static int usage(void)
             "--timeline FILE: CSV of the warm-up pass (event,time_us,live_bytes,device_held,\n"
             "  limit,host_held); with several traces, FILE-<trace>.csv per trace.\n"
             "--check: vmem_check after every event of the warm-up pass (slow).\n"
-            "--summary: a human-readable table on stderr after the JSON lines.\n",
+            "--summary: a human-readable table on stderr after the JSON lines.\n"
+            "Traces: docs/benchmarks.md; record your own with vmem-snapshot2trace.\n"
+            "exit status: 0 every trace replayed, 1 one could not be, 2 bad command line\n",
             prog);
     return 2;
 }

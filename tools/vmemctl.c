@@ -4,6 +4,7 @@
  *   vmemctl set [--gpu BUSID] CONTROL_FILE KEY VALUE
  *   vmemctl stats [--json] STATS_FILE
  *   vmemctl watch [--count N] [--interval SECONDS] STATS_FILE
+ *   vmemctl --help | --version
  *
  * set-limit and set rewrite the control file atomically (a temporary file
  * in the same directory, then rename), keeping every other key; the file is
@@ -34,7 +35,7 @@ static void usage(FILE *f, int full)
                "       vmemctl stats [--json] STATS_FILE\n"
                "       vmemctl watch [--count N] [--interval SECONDS] STATS_FILE\n");
     if (!full) {
-        fprintf(f, "       vmemctl --help\n");
+        fprintf(f, "       vmemctl --help | --version\n");
         return;
     }
     fprintf(f,
@@ -48,7 +49,11 @@ static void usage(FILE *f, int full)
             "              \"sim:0\" for a simulated device) instead of the top level\n"
             "  stats       print a statistics file (VMEM_STATS_FILE) as a table; --json: raw\n"
             "  watch       print the table again every second (--interval); --count N stops\n"
-            "              after N refreshes\n");
+            "              after N refreshes\n"
+            "  --version   print vmemctl's and the loaded libvmem's version\n"
+            "\n"
+            "exit status: 0 success, 1 a file could not be read, parsed or written,\n"
+            "2 bad arguments\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -510,6 +515,11 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout, 1);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("vmemctl %d.%d.%d (libvmem %s)\n", VMEM_VERSION_MAJOR, VMEM_VERSION_MINOR,
+               VMEM_VERSION_PATCH, vmem_version());
         return 0;
     }
     /* options, then positional arguments */
