@@ -302,6 +302,7 @@ static const struct row {
 } rows[] = {
     {"device", "limit", "limit", ROW_SIZE},
     {"device", "pending limit", "pendingLimit", ROW_LIMIT0},
+    {"device", "shrink pending", "shrinkPending", ROW_BOOL},
     {"device", "start cap", "startCap", ROW_SIZE},
     {"device", "held", "deviceHeld", ROW_SIZE},
     {"device", "in use", "deviceInUse", ROW_SIZE},
