@@ -156,7 +156,8 @@ int main(int argc, char **argv)
         .close = target_close,
         .peak_reserved = target_peak,
         .observe = mode ? NULL : malloc_observe,
-        .ops = {&t, mode ? async_alloc : malloc_alloc, mode ? async_free : malloc_free},
+        .ops = {.ctx = &t, .alloc = mode ? async_alloc : malloc_alloc,
+                .free = mode ? async_free : malloc_free},
     };
     argv[2] = argv[0];
     return replay_cli(argc - 2, argv + 2, &target);

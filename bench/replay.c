@@ -23,35 +23,48 @@ double replay_pass(const trace_t *t, const replay_ops_t *ops, void **ptrs, uint6
     void (*release)(void *, void *) = ops->free;
     uint64_t nfail = 0;
     double t0 = now_ns();
-    if (!observe) {
-        for (size_t i = 0; i < n; i++) {
-            uint32_t s = ev[i].slot;
-            if (!ev[i].is_free) {
-                void *p = alloc(ctx, (size_t)ev[i].size);
-                ptrs[s] = p;
-                nfail += p == NULL;
-            } else {
-                void *p = ptrs[s];
-                ptrs[s] = NULL;
-                if (p)
-                    release(ctx, p);
+    size_t next = 0; /* the next step boundary */
+    for (size_t lo = 0; lo < n;) {
+        size_t hi = n;
+        if (ops->step && next < ops->nsteps) {
+            if (ops->steps[next] <= lo) {
+                ops->step(ctx);
+                next++;
+                continue;
+            }
+            hi = ops->steps[next] < n ? ops->steps[next] : n;
+        }
+        if (!observe) {
+            for (size_t i = lo; i < hi; i++) {
+                uint32_t s = ev[i].slot;
+                if (!ev[i].is_free) {
+                    void *p = alloc(ctx, (size_t)ev[i].size);
+                    ptrs[s] = p;
+                    nfail += p == NULL;
+                } else {
+                    void *p = ptrs[s];
+                    ptrs[s] = NULL;
+                    if (p)
+                        release(ctx, p);
+                }
+            }
+        } else {
+            for (size_t i = lo; i < hi; i++) {
+                uint32_t s = ev[i].slot;
+                if (!ev[i].is_free) {
+                    void *p = alloc(ctx, (size_t)ev[i].size);
+                    ptrs[s] = p;
+                    nfail += p == NULL;
+                } else {
+                    void *p = ptrs[s];
+                    ptrs[s] = NULL;
+                    if (p)
+                        release(ctx, p);
+                }
+                observe(octx, i);
             }
         }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            uint32_t s = ev[i].slot;
-            if (!ev[i].is_free) {
-                void *p = alloc(ctx, (size_t)ev[i].size);
-                ptrs[s] = p;
-                nfail += p == NULL;
-            } else {
-                void *p = ptrs[s];
-                ptrs[s] = NULL;
-                if (p)
-                    release(ctx, p);
-            }
-            observe(octx, i);
-        }
+        lo = hi;
     }
     double elapsed = now_ns() - t0;
     for (size_t s = 0; s < t->nslots; s++) {

@@ -26,6 +26,11 @@ typedef struct replay_ops {
     void *ctx;
     void *(*alloc)(void *ctx, size_t size);   /* NULL on failure */
     void (*free)(void *ctx, void *ptr);
+    /* Optional: called (and timed) before event steps[j] of each pass, the
+     * step boundaries (increasing event indices). */
+    void (*step)(void *ctx);
+    const size_t *steps;
+    size_t nsteps;
 } replay_ops_t;
 
 /* Called after every event of an observed pass (i: event index). */

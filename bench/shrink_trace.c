@@ -257,7 +257,7 @@ int main(int argc, char **argv)
         trace_free(&t);
         return 2;
     }
-    replay_ops_t ops = {v, op_alloc, op_free};
+    replay_ops_t ops = {.ctx = v, .alloc = op_alloc, .free = op_free};
     uint64_t failed = 0;
     replay_pass(&t, &ops, ptrs, &failed, observe, &p);
     for (size_t i = 0; i < t.nslots; i++)

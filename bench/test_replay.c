@@ -213,7 +213,7 @@ Test(trace, replay_pass_frees_leftovers_and_counts_failures)
     char err[256];
     cr_assert_eq(trace_load(p, &t, err, sizeof err), 0, "%s", err);
     counting_t c = {.fail_size = 777};
-    replay_ops_t ops = {&c, count_alloc, count_free};
+    replay_ops_t ops = {.ctx = &c, .alloc = count_alloc, .free = count_free};
     void **ptrs = calloc(t.nslots, sizeof *ptrs);
     uint64_t failed = 99;
     observed = 0;
@@ -271,7 +271,7 @@ Test(trace, replay_through_libvmem)
     cfg.sim_capacity = (size_t)8 << 30;
     vmem_t *v;
     cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
-    replay_ops_t ops = {v, vm_alloc, vm_free};
+    replay_ops_t ops = {.ctx = v, .alloc = vm_alloc, .free = vm_free};
     void **ptrs = calloc(t.nslots, sizeof *ptrs);
     uint64_t failed = 1;
     replay_pass(&t, &ops, ptrs, &failed, vm_check, v);

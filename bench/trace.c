@@ -216,7 +216,7 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
     uint64_t *slot_size = NULL; /* requested bytes of the block in each live slot */
     size_t slot_size_cap = 0;
     size_t nfree_slots = 0, free_slots_cap = 0;
-    size_t cap_ev = 0, cap_t = 0, cap_s = 0;
+    size_t cap_ev = 0, cap_t = 0, cap_s = 0, cap_m = 0;
     uint64_t live = 0;
     int rc = -1;
     char line[LINE_MAX_LEN];
@@ -227,6 +227,7 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
         goto out;
     }
     t->name = t->path + (ld.name - path);
+    t->iters = -1;
 
     for (;;) {
         if (!gzgets(gz, line, sizeof line))
@@ -255,8 +256,12 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
         }
         if (len && line[len - 1] == '\r')
             line[--len] = '\0';
-        if (line[0] == '#')
+        if (line[0] == '#') {
+            const char *it = ld.line == 1 ? strstr(line, "\"iters\":") : NULL;
+            if (it)
+                t->iters = strtol(it + 8, NULL, 10);
             continue;
+        }
         char *tok[6];
         int n = split(line, tok, 5);
         if (n == 0)
@@ -339,9 +344,23 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
             }
             free_slots[nfree_slots++] = ev.slot;
             t->nfrees++;
+        } else if (strcmp(tok[0], "s") == 0) {
+            if (n != 2 || parse_u64(tok[1], &ts) != 0) {
+                load_fail(&ld, "malformed step boundary: expected 's <t_us>'");
+                goto out;
+            }
+            /* Boundaries with no event since the last one add nothing. */
+            if (t->nevents && (!t->nmarks || t->marks[t->nmarks - 1] < t->nevents)) {
+                if (grow((void **)&t->marks, &cap_m, t->nmarks + 1, sizeof *t->marks)) {
+                    load_fail(&ld, "out of memory");
+                    goto out;
+                }
+                t->marks[t->nmarks++] = t->nevents;
+            }
+            continue;
         } else {
             char shown[20];
-            load_fail(&ld, "unknown event '%s' (expected 'a' or 'f')", printable(tok[0], shown));
+            load_fail(&ld, "unknown event '%s' (expected 'a', 'f' or 's')", printable(tok[0], shown));
             goto out;
         }
         size_t k = t->nevents;
@@ -371,6 +390,8 @@ int trace_load(const char *path, trace_t *t, char *err, size_t errlen)
         goto out;
     }
     t->live_at_end = ids.count;
+    if (t->nmarks && t->marks[t->nmarks - 1] >= t->nevents)
+        t->nmarks--; /* a boundary after the last event marks nothing */
     rc = 0;
 out:
     gzclose(gz);
@@ -388,5 +409,6 @@ void trace_free(trace_t *t)
     free(t->events);
     free(t->t_us);
     free(t->stream);
+    free(t->marks);
     memset(t, 0, sizeof *t);
 }

@@ -6,6 +6,7 @@
  *
  *     a <id> <size> <stream> <t_us>    allocation of block <id>
  *     f <id> <t_us>                    free of block <id>
+ *     s <t_us>                         a step boundary (optional)
  *
  * trace_load parses the whole file into arrays first, so that a replay
  * touches nothing but the allocator and one small pointer table: ids are
@@ -43,6 +44,10 @@ typedef struct trace {
     size_t live_at_end;       /* blocks never freed */
     uint64_t peak_live;       /* largest sum of live requested bytes */
     uint64_t max_size;        /* largest single request */
+    size_t *marks;            /* step boundaries from 's' lines: the index of
+                                 the first event after each, increasing */
+    size_t nmarks;
+    long iters;               /* the header's "iters" (training steps), -1 if none */
 } trace_t;
 
 /* Loads and validates path.  On failure returns -1 and writes a message

@@ -5,8 +5,11 @@
  *   vmem-replay [--backend sim|sim-vmm|cuda|vmm] [--limit BYTES]
  *               [--host-limit BYTES] [--find-min-limit] [--repeat N]
  *               [--timeline FILE] [--no-host-fallback] [--sim-capacity BYTES]
- *               [--check] [--summary] [--verbose] TRACE.txt.gz ...
+ *               [--placement naive|planned] [--check] [--summary] [--verbose]
+ *               TRACE.txt.gz ...
  *
+ * Step boundaries come from the trace's 's' lines, else from the repetition
+ * of its allocation sequence (steps.h); vmem_step_end is called at each.
  * One JSON object per trace on stdout, one line each.  Errors (a malformed
  * trace names its line) go to stderr; the exit status is 0 when every trace
  * replayed, 1 when one could not be, 2 for a bad command line.
@@ -19,6 +22,7 @@
 #include <vmem.h>
 
 #include "replay.h"
+#include "steps.h"
 #include "trace.h"
 
 #define MiB ((size_t)1 << 20)
@@ -35,6 +39,7 @@ typedef struct options {
     int check;
     int summary;
     vmem_log_level_t log_level;
+    vmem_placement_t placement;
     const char *timeline;
 } options_t;
 
@@ -46,6 +51,12 @@ typedef struct result {
     uint64_t spilled, failed;
     size_t min_limit;        /* 0: not searched */
     int min_limit_exact;     /* 0: the search hit its upper bound */
+    size_t nsteps;           /* step boundaries */
+    steps_source_t steps_source;
+    uint64_t spilled_bytes;  /* first pass: placed on host + moved there */
+    uint64_t *spilled_steps; /* the same per step (nsteps + 1 entries) */
+    uint64_t placed_bytes, moved_bytes, fallback_bytes;
+    uint64_t planned_steps, diverged_steps;
 } result_t;
 
 static const char *prog = "vmem-replay";
@@ -56,6 +67,32 @@ static const char *prog = "vmem-replay";
 
 static void *op_alloc(void *ctx, size_t size) { return vmem_alloc((vmem_t *)ctx, size); }
 static void op_free(void *ctx, void *ptr) { vmem_free((vmem_t *)ctx, ptr); }
+static void op_step(void *ctx) { vmem_step_end((vmem_t *)ctx); }
+
+/* The first pass also counts the bytes put on host memory in each step. */
+typedef struct step_count {
+    uint64_t *per;   /* per step */
+    size_t n;        /* steps closed so far */
+    uint64_t last;   /* the cumulative count at the last boundary */
+} step_count_t;
+static step_count_t *counting;
+
+static uint64_t host_bytes_so_far(vmem_t *v)
+{
+    vmem_stats_t s;
+    memset(&s, 0, sizeof s);
+    s.size = sizeof s;
+    vmem_get_stats(v, &s);
+    return s.spilled_bytes + s.moved_to_host_bytes;
+}
+
+static void op_step_counted(void *ctx)
+{
+    vmem_step_end((vmem_t *)ctx);
+    uint64_t now = host_bytes_so_far(ctx);
+    counting->per[counting->n++] = now - counting->last;
+    counting->last = now;
+}
 
 static vmem_status_t instance_open(const options_t *o, size_t limit, vmem_t **out)
 {
@@ -66,6 +103,7 @@ static vmem_status_t instance_open(const options_t *o, size_t limit, vmem_t **ou
     cfg.host_limit = o->host_limit;
     cfg.host_fallback = o->host_fallback;
     cfg.log_level = o->log_level;
+    cfg.placement = o->placement;
     if (o->backend == VMEM_BACKEND_SIM || o->backend == VMEM_BACKEND_SIM_VMM) {
         size_t cap = o->sim_capacity ? o->sim_capacity : SIM_DEFAULT_CAPACITY;
         if (limit > cap)
@@ -195,7 +233,7 @@ static int probe_limit(const options_t *o, const trace_t *t, void **ptrs, size_t
     po.host_fallback = 1;
     if (instance_open(&po, limit, &v) != VMEM_OK)
         return -1;
-    replay_ops_t ops = {v, op_alloc, op_free};
+    replay_ops_t ops = {.ctx = v, .alloc = op_alloc, .free = op_free};
     uint64_t failed = 0;
     replay_pass(t, &ops, ptrs, &failed, NULL, NULL);
     vmem_stats_t s;
@@ -266,8 +304,28 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
         free(slot_size);
         return -1;
     }
-    replay_ops_t ops = {v, op_alloc, op_free};
+    replay_ops_t ops = {.ctx = v, .alloc = op_alloc, .free = op_free};
     int rc = 0;
+    size_t *steps = NULL;
+    size_t nsteps = trace_steps(t, &steps, &r->steps_source);
+    if (nsteps == (size_t)-1) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        nsteps = 0;
+        rc = -1;
+        goto out;
+    }
+    r->nsteps = nsteps;
+    r->spilled_steps = calloc(nsteps + 1, sizeof *r->spilled_steps);
+    if (!r->spilled_steps) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        rc = -1;
+        goto out;
+    }
+    step_count_t count = {r->spilled_steps, 0, 0};
+    ops.step = op_step_counted;
+    ops.steps = steps;
+    ops.nsteps = nsteps;
+    counting = &count;
 
     /* Warm-up pass: also the observed one (timeline, --check). */
     timeline_t tl = {0};
@@ -291,6 +349,20 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
     uint64_t failed = 0;
     int observed = tl.f || tl.check;
     replay_pass(t, &ops, ptrs, &failed, observed ? tl_observe : NULL, &tl);
+    {
+        uint64_t now = host_bytes_so_far(v);
+        r->spilled_steps[count.n] = now - count.last;
+        r->spilled_bytes = now;
+        vmem_stats_t f;
+        stats_read(v, &f);
+        r->placed_bytes = f.placed_host_bytes;
+        r->moved_bytes = f.moved_to_host_bytes;
+        r->fallback_bytes = f.fallback_bytes;
+        r->planned_steps = f.planned_steps;
+        r->diverged_steps = f.diverged_steps;
+    }
+    ops.step = op_step;
+    counting = NULL;
     if (tl.f && fclose(tl.f) != 0) {
         fprintf(stderr, "%s: %s: write error\n", prog, timeline_file);
         rc = -1;
@@ -346,6 +418,7 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
 out:
     if (v)
         vmem_destroy(v);
+    free(steps);
     free(ptrs);
     free(ns);
     free(slot_size);
@@ -378,6 +451,20 @@ static void print_json(const options_t *o, const trace_t *t, const result_t *r)
     } else {
         fprintf(f, ", \"min_limit\": null, \"min_limit_ratio\": null");
     }
+    fprintf(f, ", \"placement\": \"%s\", \"steps\": %zu, \"steps_source\": \"%s\"",
+            o->placement == VMEM_PLACEMENT_NAIVE ? "naive" : "planned", r->nsteps,
+            r->steps_source == STEPS_MARKS   ? "marks"
+            : r->steps_source == STEPS_FOUND ? "found"
+                                             : "none");
+    fprintf(f, ", \"spilled_bytes\": %llu, \"spilled_bytes_steps\": [",
+            (unsigned long long)r->spilled_bytes);
+    for (size_t k = 0; k <= r->nsteps; k++)
+        fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)r->spilled_steps[k]);
+    fprintf(f, "], \"placed_host_bytes\": %llu, \"moved_to_host_bytes\": %llu, "
+               "\"fallback_bytes\": %llu, \"planned_steps\": %llu, \"diverged_steps\": %llu",
+            (unsigned long long)r->placed_bytes, (unsigned long long)r->moved_bytes,
+            (unsigned long long)r->fallback_bytes, (unsigned long long)r->planned_steps,
+            (unsigned long long)r->diverged_steps);
     fprintf(f, ", \"limit\": %zu, \"allocs\": %zu, \"frees\": %zu, \"never_freed\": %zu, "
                "\"device_regions\": %zu, \"warm_region_allocs\": %llu}\n",
             o->limit, t->nallocs, t->nfrees, t->live_at_end, r->regions,
@@ -406,13 +493,19 @@ static int usage(void)
     fprintf(stderr,
             "usage: %s [--backend sim|sim-vmm|cuda|vmm] [--limit BYTES] [--host-limit BYTES]\n"
             "          [--find-min-limit] [--repeat N] [--timeline FILE] [--no-host-fallback]\n"
-            "          [--sim-capacity BYTES] [--check] [--summary] [--verbose] TRACE.txt.gz ...\n"
+            "          [--sim-capacity BYTES] [--placement naive|planned] [--check] [--summary]\n"
+            "          [--verbose] TRACE.txt.gz ...\n"
             "BYTES: an integer with an optional K, M, G or T suffix (powers of 1024).\n"
             "--repeat N: timed passes after one warm-up pass (default 11).\n"
             "--timeline FILE: CSV of the warm-up pass (event,time_us,live_bytes,device_held,\n"
             "  limit,host_held); with several traces, FILE-<trace>.csv per trace.\n"
             "--check: vmem_check after every event of the warm-up pass (slow).\n"
             "--summary: a human-readable table on stderr after the JSON lines.\n"
+            "--placement: 'planned' (default) learns each step's allocations and places\n"
+            "  long-lived blocks on host from their allocation; 'naive' puts whatever is\n"
+            "  allocated once the device is full on host.  spilled_bytes and\n"
+            "  spilled_bytes_steps count, over the first pass and per step, the bytes of\n"
+            "  allocations placed on host plus the bytes moved there at step ends.\n"
             "Traces: docs/benchmarks.md; record your own with vmem-snapshot2trace.\n"
             "exit status: 0 every trace replayed, 1 one could not be, 2 bad command line\n",
             prog);
@@ -451,7 +544,8 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--summary") == 0) {
             o.summary = 1;
         } else if (strcmp(a, "--verbose") == 0) {
-            o.log_level = VMEM_LOG_INFO;
+            o.log_level = VMEM_LOG_DEBUG;
+            vmem_set_log(NULL, NULL, VMEM_LOG_DEBUG);
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage();
             return 0;
@@ -493,6 +587,16 @@ int main(int argc, char **argv)
             }
             o.repeat = (int)n;
             first++;
+        } else if (strcmp(a, "--placement") == 0) {
+            if (strcmp(val, "naive") == 0)
+                o.placement = VMEM_PLACEMENT_NAIVE;
+            else if (strcmp(val, "planned") == 0)
+                o.placement = VMEM_PLACEMENT_PLANNED;
+            else {
+                fprintf(stderr, "%s: --placement: expected naive or planned, got '%s'\n", prog, val);
+                return 2;
+            }
+            first++;
         } else if (strcmp(a, "--timeline") == 0) {
             o.timeline = val;
             first++;
@@ -528,6 +632,8 @@ int main(int argc, char **argv)
         } else {
             status = 1;
         }
+        free(results[k].spilled_steps);
+        results[k].spilled_steps = NULL;
         free(tl);
     }
     if (o.summary) {

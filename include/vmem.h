@@ -108,6 +108,17 @@ VMEM_API const char *vmem_backend_name(vmem_backend_kind_t kind);
 
 #define VMEM_CONFIG_VERSION 1
 
+/* How allocations are placed between device and host memory when the device
+ * limit cannot hold a step's peak (docs/placement.md). */
+typedef enum vmem_placement {
+    VMEM_PLACEMENT_PLANNED = 0, /* default: learn each step's allocation sequence
+                                   and, where the next step repeats it, place on
+                                   host from the start the blocks that relieve
+                                   the most device memory per byte (long-lived
+                                   ones), keeping short-lived ones on the device */
+    VMEM_PLACEMENT_NAIVE = 1    /* device first, host when the device is full */
+} vmem_placement_t;
+
 /* Instance configuration.  Always initialise with vmem_config_init() and then
  * change fields: zero in a size field means "the default" as documented. */
 typedef struct vmem_config {
@@ -130,6 +141,7 @@ typedef struct vmem_config {
     vmem_log_fn log_fn;       /* NULL: the process-wide sink (vmem_set_log) */
     void *log_ctx;
     vmem_log_level_t log_level; /* default VMEM_LOG_WARN */
+    vmem_placement_t placement; /* default VMEM_PLACEMENT_PLANNED */
 } vmem_config_t;
 
 /* Fills cfg with the defaults.  Not affected by the environment. */
@@ -139,7 +151,7 @@ VMEM_API void vmem_config_init(vmem_config_t *cfg);
  * VMEM_BACKEND, VMEM_DEVICE, VMEM_LIMIT, VMEM_START_CAP, VMEM_HOST_LIMIT,
  * VMEM_HOST_FALLBACK, VMEM_SIM_CAPACITY, VMEM_SIM_FAIL_NTH, VMEM_SIM_FAIL_RATE,
  * VMEM_SIM_SEED, VMEM_CONTROL_FILE, VMEM_STATS_FILE, VMEM_CONTROL_IMMEDIATE,
- * VMEM_LOG_LEVEL.  Returns VMEM_ERR_ENV (and logs the variable's name) on the
+ * VMEM_LOG_LEVEL, VMEM_PLACEMENT.  Returns VMEM_ERR_ENV (and logs the variable's name) on the
  * first invalid value, leaving cfg unchanged; VMEM_ERR_INVALID if cfg is NULL.
  * The strings stored in cfg point into the environment. */
 VMEM_API vmem_status_t vmem_config_from_env(vmem_config_t *cfg);
@@ -297,6 +309,18 @@ typedef struct vmem_stats {
     int perf;                   /* performance share in percent (100: no pacing) */
     int shrink_pending;         /* 1 while a shrink waits for frees (pending_limit
                                    is then its target, which may be 0) */
+    /* Placement (docs/placement.md).  spills and spilled_bytes above count
+     * every allocation placed on host memory, planned ones included. */
+    int placement;              /* vmem_placement_t in force */
+    uint64_t placed_host_allocs;  /* of spills: placed on host by the planner */
+    uint64_t placed_host_bytes;
+    uint64_t fallback_allocs;   /* planned for the device, spilled anyway (full) */
+    uint64_t fallback_bytes;
+    uint64_t moved_to_host_bytes;   /* live data moved to host at step ends (vmm, sim-vmm) */
+    uint64_t moved_to_device_bytes; /* and back to the device */
+    uint64_t planned_steps;     /* steps that ran on a plan to their end */
+    uint64_t diverged_steps;    /* steps that stopped repeating their plan */
+    uint64_t plan_host_bytes;   /* bytes the latest plan places on host per step */
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

@@ -85,9 +85,11 @@ static unsigned bin_next(const bfc_arena_t *a, unsigned b)
     return (w << 6) + (unsigned)__builtin_ctzll(a->bitmap[w]);
 }
 
+/* A request tagged BFC_TAG_HOST (a spill) takes host memory only; others
+ * take untagged chunks and their own stream's. */
 static int tag_ok(uintptr_t chunk_tag, uintptr_t tag)
 {
-    return chunk_tag == 0 || chunk_tag == tag;
+    return chunk_tag == tag || (chunk_tag == 0 && tag != BFC_TAG_HOST);
 }
 
 /* A free chunk of a dedicated region serves a request only if the request
@@ -1087,6 +1089,7 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
         return VMEM_ERR_FOREIGN_PTR;
     if (size)
         *size = c->size;
+    a->freed_seq = c->seq;
     a->in_use -= c->size;
     a->requested -= c->requested;
     if (c->host_bytes) {
@@ -1455,7 +1458,7 @@ vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves
             a->pending = 0;
         else if (st == VMEM_OK)
             st = VMEM_PENDING; /* no host room left: the shrink waits for frees */
-    } else if (a->held_host) {
+    } else if (a->held_host && !a->hold_host) {
         size_t need = host_live_bytes(a);
         if (need)
             st = arena_bring_back(a, need, &m);

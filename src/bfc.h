@@ -143,9 +143,13 @@ typedef struct bfc_arena {
     size_t peak_host_in_use;
     size_t host_limit;                 /* frees give free host memory back
                                           while held_host is above this */
+    int hold_host;                     /* bfc_rebalance moves nothing back to the
+                                          device (the placement planner keeps
+                                          those blocks on host) */
     uint8_t *hostmap;
     size_t hostmap_len;
     uint64_t seq;                      /* allocations so far */
+    uint64_t freed_seq;                /* seq of the block bfc_free freed last */
     uint64_t moved_to_host, moved_to_device; /* bytes moved by bfc_rebalance */
     size_t next_region;
     bfc_region_t *regions;      /* sorted by base */
@@ -224,7 +228,7 @@ typedef struct bfc_moves {
  * host-backed granules that live blocks touch back to device memory as far
  * as the limit allows (giving back free device granules to make room;
  * everything at once in address order when it all fits, else oldest
- * allocations first).  Free host memory is given back once all of the
+ * allocations first; nothing while hold_host is set).  Free host memory is given back once all of the
  * arena's host memory would fit under the limit, and kept for the next
  * step's spills otherwise.  Addresses and contents never change.  Returns
  * the first backend failure (what was moved before it stays moved), else

@@ -149,6 +149,17 @@ static int parse_rate(const char *s, double *out)
     return 0;
 }
 
+static int parse_placement(const char *s, vmem_placement_t *out)
+{
+    if (!strcasecmp(s, "planned"))
+        *out = VMEM_PLACEMENT_PLANNED;
+    else if (!strcasecmp(s, "naive"))
+        *out = VMEM_PLACEMENT_NAIVE;
+    else
+        return -1;
+    return 0;
+}
+
 static int parse_level(const char *s, vmem_log_level_t *out)
 {
     static const char *names[] = {"debug", "info", "warn", "error", "none"};
@@ -161,7 +172,9 @@ static int parse_level(const char *s, vmem_log_level_t *out)
 }
 
 /* One table: every VMEM_* variable, what it sets, and its default. */
-enum opt_kind { OPT_SIZE, OPT_BOOL, OPT_U64, OPT_INT, OPT_RATE, OPT_STR, OPT_BACKEND, OPT_LEVEL };
+enum opt_kind {
+    OPT_SIZE, OPT_BOOL, OPT_U64, OPT_INT, OPT_RATE, OPT_STR, OPT_BACKEND, OPT_LEVEL, OPT_PLACEMENT
+};
 static const struct opt {
     const char *name;
     enum opt_kind kind;
@@ -182,6 +195,7 @@ static const struct opt {
     {"VMEM_STATS_FILE", OPT_STR, offsetof(vmem_config_t, stats_file), "statistics JSON written at each step end; default none"},
     {"VMEM_CONTROL_IMMEDIATE", OPT_BOOL, offsetof(vmem_config_t, control_immediate), "apply control changes at once; default 0"},
     {"VMEM_LOG_LEVEL", OPT_LEVEL, offsetof(vmem_config_t, log_level), "debug|info|warn|error|none; default warn"},
+    {"VMEM_PLACEMENT", OPT_PLACEMENT, offsetof(vmem_config_t, placement), "planned|naive; default planned"},
 };
 
 vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
@@ -210,6 +224,7 @@ vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
             break;
         case OPT_BACKEND: bad = parse_backend(val, (vmem_backend_kind_t *)field); break;
         case OPT_LEVEL: bad = parse_level(val, (vmem_log_level_t *)field); break;
+        case OPT_PLACEMENT: bad = parse_placement(val, (vmem_placement_t *)field); break;
         }
         if (bad) {
             vmem_log(NULL, VMEM_LOG_ERROR, "invalid %s=\"%s\" (expected %s)", o->name, val, o->what);

@@ -51,6 +51,16 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.step_host_max = v->last_step_host_max;
     s.host_fallback = v->host_fallback;
     s.perf = atomic_load(&v->perf);
+    s.placement = v->place.enabled ? VMEM_PLACEMENT_PLANNED : VMEM_PLACEMENT_NAIVE;
+    s.placed_host_allocs = v->place.stats.planned_host_allocs;
+    s.placed_host_bytes = v->place.stats.planned_host_bytes;
+    s.fallback_allocs = v->place.stats.fallback_allocs;
+    s.fallback_bytes = v->place.stats.fallback_bytes;
+    s.moved_to_host_bytes = v->dev.moved_to_host;
+    s.moved_to_device_bytes = v->dev.moved_to_device;
+    s.planned_steps = v->place.stats.planned_steps;
+    s.diverged_steps = v->place.stats.diverged_steps;
+    s.plan_host_bytes = v->place.stats.last_plan_host_bytes;
     pthread_mutex_unlock(&v->lock);
     memcpy(out, &s, s.size);
     return VMEM_OK;
@@ -115,6 +125,16 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"failures\":%llu,\"badFrees\":%llu,\"steps\":%llu,\"fragmentation\":%.4f",
             (unsigned long long)s.failures, (unsigned long long)s.bad_frees,
             (unsigned long long)s.steps, frag);
+    jprintf(&j, ",\"placement\":\"%s\",\"placedHostAllocs\":%llu,\"placedHostBytes\":%llu",
+            s.placement == VMEM_PLACEMENT_NAIVE ? "naive" : "planned",
+            (unsigned long long)s.placed_host_allocs, (unsigned long long)s.placed_host_bytes);
+    jprintf(&j, ",\"fallbackAllocs\":%llu,\"fallbackBytes\":%llu,\"movedToHostBytes\":%llu",
+            (unsigned long long)s.fallback_allocs, (unsigned long long)s.fallback_bytes,
+            (unsigned long long)s.moved_to_host_bytes);
+    jprintf(&j, ",\"movedToDeviceBytes\":%llu,\"plannedSteps\":%llu,\"divergedSteps\":%llu",
+            (unsigned long long)s.moved_to_device_bytes, (unsigned long long)s.planned_steps,
+            (unsigned long long)s.diverged_steps);
+    jprintf(&j, ",\"planHostBytes\":%llu", (unsigned long long)s.plan_host_bytes);
     /* where the numbers come from: the process, the time (Unix seconds), and
      * whether the control file is being followed */
     jprintf(&j, ",\"pid\":%ld,\"time\":%.3f", (long)getpid(),

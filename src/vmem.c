@@ -64,6 +64,23 @@ host:
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
+/* Debug log line of the planner at each step end. */
+static void place_debug(void *ctx, const place_t *pl)
+{
+    vmem_t *v = ctx;
+    if (v->log_level > VMEM_LOG_DEBUG)
+        return;
+    static const char *names[] = {"learn", "match", "plan", "resync", "diverged"};
+    vmem_log(v, VMEM_LOG_DEBUG,
+             "placement: step %llu %s (offset %zu, %zu allocations, %u re-matches): plan %llu "
+             "bytes on host; placed %llu, fallback %llu, unplanned spills %llu; margin %llu + %llu",
+             (unsigned long long)v->steps, names[pl->state < 5 ? pl->state : 0], pl->offset,
+             pl->rec[pl->cur].n, pl->resyncs, (unsigned long long)pl->stats.last_plan_host_bytes,
+             (unsigned long long)pl->step_placed, (unsigned long long)pl->step_fallback,
+             (unsigned long long)pl->step_naive, (unsigned long long)pl->margin,
+             (unsigned long long)pl->extra);
+}
+
 vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
 {
     vmem_config_t cfg;
@@ -86,7 +103,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
             return st;
     }
     if (cfg.backend < VMEM_BACKEND_AUTO || cfg.backend > VMEM_BACKEND_VMM || cfg.device < 0 ||
-        cfg.sim_fail_rate < 0 || cfg.sim_fail_rate > 1 || cfg.log_level > VMEM_LOG_NONE) {
+        cfg.sim_fail_rate < 0 || cfg.sim_fail_rate > 1 || cfg.log_level > VMEM_LOG_NONE ||
+        cfg.placement < VMEM_PLACEMENT_PLANNED || cfg.placement > VMEM_PLACEMENT_NAIVE) {
         vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: invalid configuration field");
         return VMEM_ERR_INVALID;
     }
@@ -145,6 +163,9 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     v->host_fallback = cfg.host_fallback != 0;
     v->swap_reason = "none";
     v->step_start = vmem_now();
+    place_init(&v->place, cfg.placement != VMEM_PLACEMENT_NAIVE);
+    v->place.debug = place_debug;
+    v->place.debug_ctx = v;
     atomic_store(&v->perf, 100);
     pthread_mutex_init(&v->lock, NULL);
     if (v->control_file) {
@@ -171,6 +192,7 @@ void vmem_destroy(vmem_t *v)
     for (int i = 0; i < v->nstreams; i++)
         backend_fence_destroy(v->fences[i]);
     size_t live = bfc_fini(&v->dev) + bfc_fini(&v->host);
+    place_fini(&v->place);
     if (live)
         vmem_log(v, VMEM_LOG_WARN, "destroyed with %zu live blocks", live);
     backend_destroy(v->dev_backend);
@@ -343,8 +365,38 @@ static size_t release_target(const vmem_t *v, size_t size)
     return v->dev.limit - need;
 }
 
-static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *st,
-                          pending_event_t *pe)
+/* Bytes of a live block that lie on device memory (placement planner). */
+static uint64_t live_device_bytes(void *ctx, int arena, uintptr_t addr, uint64_t size)
+{
+    vmem_t *v = ctx;
+    if (arena != 0)
+        return 0;
+    uint64_t h = bfc_host_bytes(&v->dev, (const void *)addr, (size_t)size);
+    return size > h ? size - h : 0;
+}
+
+static place_env_t place_env(vmem_t *v)
+{
+    place_env_t e = {.limit = v->dev.limit, .dev_in_use = v->dev.in_use - v->dev.host_in_use,
+                     .device_bytes = live_device_bytes, .ctx = v};
+    return e;
+}
+
+/* Host memory for an allocation: mapped in place in the device arena (vmm,
+ * sim-vmm) or in the host arena.  *arena gets which (0 device, 1 host). */
+static void *host_alloc(vmem_t *v, size_t size, uintptr_t tag, int *arena)
+{
+    int in_place = v->dev.hostmap != NULL;
+    *arena = in_place ? 0 : 1;
+    void *p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
+                       : bfc_alloc(&v->host, size, tag);
+    if (!p && v->multi_stream && streams_settle(v))
+        p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
+                     : bfc_alloc(&v->host, size, tag);
+    return p;
+}
+
+static void *device_alloc(vmem_t *v, size_t size, uintptr_t tag)
 {
     void *p = bfc_alloc(&v->dev, size, tag);
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
@@ -360,38 +412,50 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *
             bfc_release(&v->dev, 0) + bfc_release_host(&v->dev) > 0)
             p = bfc_alloc(&v->dev, size, tag);
     }
+    return p;
+}
+
+/* Routing: where the placement planner puts the allocation (placement.c),
+ * else the device within the limit, else the host fallback. */
+static void *alloc_locked(vmem_t *v, size_t size, uintptr_t tag, vmem_status_t *st,
+                          pending_event_t *pe)
+{
+    place_env_t env = place_env(v);
+    unsigned where = place_decide(&v->place, size, tag, &env);
+    int arena = 0;
+    void *p = NULL;
+    const char *why = NULL;
+    if (where == PLACE_HOST && v->host_fallback) {
+        p = host_alloc(v, size, tag, &arena);
+        why = "placement";
+    }
+    if (!p) {
+        why = NULL;
+        arena = 0;
+        p = device_alloc(v, size, tag);
+    }
+    if (!p && v->dev.last_fail != BFC_FAIL_SIZE && v->host_fallback) {
+        bfc_fail_reason_t fail = v->dev.last_fail;
+        p = host_alloc(v, size, tag, &arena);
+        why = fail == BFC_FAIL_LIMIT ? "limit" : "device_full";
+    }
     if (p) {
+        bfc_arena_t *a = arena ? &v->host : &v->dev;
         v->allocs++;
+        if (why) {
+            v->spills++;
+            v->spilled_bytes += size;
+            v->swap_reason = why;
+            event_prepare(v, pe, VMEM_EVENT_SPILL);
+            pe->ev.size = size;
+        }
+        place_note_alloc(&v->place, size, bfc_round(size), tag, arena, a->seq, (uintptr_t)p,
+                         why != NULL, where);
         step_track(v);
         *st = VMEM_OK;
         return p;
     }
-    if (v->dev.last_fail == BFC_FAIL_SIZE) {
-        *st = VMEM_ERR_SIZE;
-    } else if (v->host_fallback) {
-        bfc_fail_reason_t why = v->dev.last_fail;
-        /* vmm, sim-vmm: host memory mapped in place; others: the host arena. */
-        int in_place = v->dev.hostmap != NULL;
-        p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
-                     : bfc_alloc(&v->host, size, tag);
-        if (!p && v->multi_stream && streams_settle(v))
-            p = in_place ? bfc_alloc_spill(&v->dev, size, tag, host_room(v))
-                         : bfc_alloc(&v->host, size, tag);
-        if (p) {
-            v->allocs++;
-            v->spills++;
-            v->spilled_bytes += size;
-            v->swap_reason = why == BFC_FAIL_LIMIT ? "limit" : "device_full";
-            step_track(v);
-            event_prepare(v, pe, VMEM_EVENT_SPILL);
-            pe->ev.size = size;
-            *st = VMEM_OK;
-            return p;
-        }
-        *st = VMEM_ERR_NOMEM;
-    } else {
-        *st = VMEM_ERR_NOMEM;
-    }
+    *st = v->dev.last_fail == BFC_FAIL_SIZE ? VMEM_ERR_SIZE : VMEM_ERR_NOMEM;
     v->failures++;
     event_prepare(v, pe, VMEM_EVENT_ALLOC_FAILED);
     pe->ev.size = size;
@@ -442,10 +506,15 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
     uintptr_t tag = !v->multi_stream && v->nstreams && v->streams[0] == stream
                         ? 0
                         : stream_free_tag(v, stream);
-    vmem_status_t st = bfc_free(&v->dev, ptr, tag, NULL);
-    if (st == VMEM_ERR_FOREIGN_PTR)
-        st = bfc_free(&v->host, ptr, tag, NULL);
+    size_t bytes = 0;
+    int arena = 0;
+    vmem_status_t st = bfc_free(&v->dev, ptr, tag, &bytes);
+    if (st == VMEM_ERR_FOREIGN_PTR) {
+        arena = 1;
+        st = bfc_free(&v->host, ptr, tag, &bytes);
+    }
     if (st == VMEM_OK) {
+        place_note_free(&v->place, arena, arena ? v->host.freed_seq : v->dev.freed_seq, bytes);
         v->frees++;
         step_track(v);
     } else {
@@ -577,7 +646,12 @@ vmem_status_t vmem_step_end(vmem_t *v)
     if (v->dev.hostmap && v->multi_stream && (v->dev.pending || v->dev.held_host))
         streams_settle(v);
     bfc_moves_t moves;
+    /* Blocks the plan keeps on host stay there while the step does not fit
+     * under the limit (placement.c); otherwise they come back. */
+    v->dev.hold_host = place_hold_host(&v->place, v->dev.limit);
     vmem_status_t mst = bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, &moves);
+    place_env_t env = place_env(v);
+    place_step_end(&v->place, &env);
     double dur = now - v->step_start;
     v->steps++;
     v->last_step_seconds = dur;

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "bfc.h"
+#include "placement.h"
 #include "vmem.h"
 
 #define VMEM_DEFAULT_HOST_LIMIT ((size_t)64 << 30)
@@ -59,6 +60,9 @@ struct vmem {
     unsigned char dirty[VMEM_MAX_STREAMS];
     int nstreams;
     int multi_stream;
+
+    /* placement planner (placement.c): which allocations go to host */
+    place_t place;
 
     /* callbacks */
     vmem_event_fn cb_fn[4];

@@ -1,0 +1,729 @@
+/* The placement planner (placement.h, docs/placement.md). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "placement.h"
+
+#define PLACE_MAX_ITEMS ((size_t)1 << 18) /* longest step recorded (allocations) */
+#define PLACE_MATCH_MAX 16u               /* allocations to tell candidate offsets apart */
+#define PLACE_RESYNC_MAX 64u              /* failed re-matches before a step is given up */
+#define MiB ((uint64_t)1 << 20)
+
+enum { ST_LEARN = 0, ST_MATCH, ST_PLAN, ST_RESYNC, ST_DIVERGED };
+
+/* ------------------------------------------------------------------------ */
+/* Heaps of piece indices (binary, keyed by piece end)                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct piece {
+    uint64_t start, end; /* linear positions in the cycle cut at its emptiest point */
+    uint32_t item;
+} piece_t;
+
+typedef struct heap {
+    uint32_t *v;
+    size_t n;
+    const piece_t *pc;
+    int max;             /* 1: largest end on top */
+} heap_t;
+
+static int heap_above(const heap_t *h, uint32_t x, uint32_t y)
+{
+    uint64_t a = h->pc[x].end, b = h->pc[y].end;
+    return h->max ? a > b : a < b;
+}
+
+static void heap_push(heap_t *h, uint32_t x)
+{
+    size_t i = h->n++;
+    while (i && heap_above(h, x, h->v[(i - 1) / 2])) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = x;
+}
+
+static uint32_t heap_pop(heap_t *h)
+{
+    uint32_t top = h->v[0], x = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && heap_above(h, h->v[c + 1], h->v[c]))
+            c++;
+        if (!heap_above(h, h->v[c], x))
+            break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n)
+        h->v[i] = x;
+    return top;
+}
+
+/* ------------------------------------------------------------------------ */
+/* A segment tree: range add, range max (for putting items back)            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct segtree {
+    int64_t *mx, *add;
+    size_t n;
+} segtree_t;
+
+static int seg_init(segtree_t *t, size_t n, const int64_t *load)
+{
+    size_t sz = 1;
+    while (sz < n)
+        sz <<= 1;
+    t->n = sz;
+    t->mx = calloc(2 * sz, sizeof *t->mx);
+    t->add = calloc(2 * sz, sizeof *t->add);
+    if (!t->mx || !t->add)
+        return -1;
+    for (size_t i = 0; i < sz; i++)
+        t->mx[sz + i] = i < n ? load[i] : INT64_MIN / 2;
+    for (size_t i = sz - 1; i >= 1; i--)
+        t->mx[i] = t->mx[2 * i] > t->mx[2 * i + 1] ? t->mx[2 * i] : t->mx[2 * i + 1];
+    return 0;
+}
+
+static void seg_fini(segtree_t *t)
+{
+    free(t->mx);
+    free(t->add);
+}
+
+/* Adds d over [lo, hi) (node covers [nl, nr)). */
+static void seg_add(segtree_t *t, size_t node, size_t nl, size_t nr, size_t lo, size_t hi,
+                    int64_t d)
+{
+    if (hi <= nl || nr <= lo)
+        return;
+    if (lo <= nl && nr <= hi) {
+        t->mx[node] += d;
+        t->add[node] += d;
+        return;
+    }
+    size_t mid = (nl + nr) / 2;
+    seg_add(t, 2 * node, nl, mid, lo, hi, d);
+    seg_add(t, 2 * node + 1, mid, nr, lo, hi, d);
+    int64_t a = t->mx[2 * node], b = t->mx[2 * node + 1];
+    t->mx[node] = (a > b ? a : b) + t->add[node];
+}
+
+static int64_t seg_max(const segtree_t *t, size_t node, size_t nl, size_t nr, size_t lo,
+                       size_t hi)
+{
+    if (hi <= nl || nr <= lo)
+        return INT64_MIN / 2;
+    if (lo <= nl && nr <= hi)
+        return t->mx[node];
+    size_t mid = (nl + nr) / 2;
+    int64_t a = seg_max(t, 2 * node, nl, mid, lo, hi), b = seg_max(t, 2 * node + 1, mid, nr, lo, hi);
+    return (a > b ? a : b) + t->add[node];
+}
+
+/* ------------------------------------------------------------------------ */
+/* The solver                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The item's lifetime clamped to one cycle. */
+static uint64_t item_life(const place_problem_t *p, size_t i)
+{
+    uint64_t life = p->end[i] > p->at[i] ? p->end[i] - p->at[i] : 1;
+    return life < p->len ? life : p->len;
+}
+
+/* Adds the item's cyclic interval to a difference array of len + 1. */
+static void diff_item(int64_t *d, const place_problem_t *p, size_t i, int64_t s, uint32_t t0)
+{
+    uint64_t len = p->len, life = item_life(p, i);
+    uint64_t sa = ((uint64_t)p->at[i] + len - t0) % len, ea = sa + life;
+    if (life >= len) {
+        d[0] += s;
+        d[len] -= s;
+    } else if (ea <= len) {
+        d[sa] += s;
+        d[ea] -= s;
+    } else {
+        d[sa] += s;
+        d[len] -= s;
+        d[0] += s;
+        d[ea - len] -= s;
+    }
+}
+
+/* Load curve at each position (cut at t0), host items left out. */
+static int64_t *load_curve(const place_problem_t *p, const uint8_t *host, uint32_t t0)
+{
+    int64_t *d = calloc((size_t)p->len + 1, sizeof *d);
+    if (!d)
+        return NULL;
+    for (size_t i = 0; i < p->n; i++)
+        if (!host || !host[i])
+            diff_item(d, p, i, (int64_t)p->size[i], t0);
+    int64_t run = (int64_t)p->base;
+    for (uint32_t x = 0; x < p->len; x++) {
+        run += d[x];
+        d[x] = run;
+    }
+    return d;
+}
+
+uint64_t place_peak(const place_problem_t *p, const uint8_t *host)
+{
+    if (p->len == 0)
+        return p->base;
+    int64_t *load = load_curve(p, host, 0);
+    if (!load)
+        return UINT64_MAX;
+    int64_t mx = 0;
+    for (uint32_t x = 0; x < p->len; x++)
+        mx = load[x] > mx ? load[x] : mx;
+    free(load);
+    return (uint64_t)mx;
+}
+
+/* Puts host items back on the device where they fit at every position they
+ * occupy, largest first (the sweep may have moved an item whose room a later
+ * move made anyway). */
+static void solve_put_back(const place_problem_t *p, uint8_t *host, uint32_t t0)
+{
+    int64_t *load = load_curve(p, host, t0);
+    size_t nh = 0;
+    uint32_t *idx = malloc(p->n * sizeof *idx);
+    segtree_t t = {0};
+    if (!load || !idx || seg_init(&t, p->len, load) != 0)
+        goto out;
+    for (size_t i = 0; i < p->n; i++)
+        if (host[i])
+            idx[nh++] = (uint32_t)i;
+    /* Largest first: insertion sort is enough for the few host items of a
+     * plan; use qsort semantics by hand to stay allocation-free. */
+    for (size_t a = 1; a < nh; a++) {
+        uint32_t x = idx[a];
+        size_t b = a;
+        while (b && p->size[idx[b - 1]] < p->size[x]) {
+            idx[b] = idx[b - 1];
+            b--;
+        }
+        idx[b] = x;
+    }
+    int64_t cap = (int64_t)p->cap;
+    uint64_t len = p->len;
+    for (size_t k = 0; k < nh; k++) {
+        size_t i = idx[k];
+        int64_t s = (int64_t)p->size[i];
+        uint64_t life = item_life(p, i), sa = ((uint64_t)p->at[i] + len - t0) % len;
+        uint64_t ea = sa + life;
+        int64_t m;
+        if (life >= len)
+            m = seg_max(&t, 1, 0, t.n, 0, len);
+        else if (ea <= len)
+            m = seg_max(&t, 1, 0, t.n, sa, ea);
+        else {
+            int64_t m1 = seg_max(&t, 1, 0, t.n, sa, len), m2 = seg_max(&t, 1, 0, t.n, 0, ea - len);
+            m = m1 > m2 ? m1 : m2;
+        }
+        if (m + s > cap)
+            continue;
+        host[i] = 0;
+        if (life >= len)
+            seg_add(&t, 1, 0, t.n, 0, len, s);
+        else if (ea <= len)
+            seg_add(&t, 1, 0, t.n, sa, ea, s);
+        else {
+            seg_add(&t, 1, 0, t.n, sa, len, s);
+            seg_add(&t, 1, 0, t.n, 0, ea - len, s);
+        }
+    }
+out:
+    seg_fini(&t);
+    free(load);
+    free(idx);
+}
+
+static int piece_by_start(const void *x, const void *y)
+{
+    const piece_t *a = x, *b = y;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+uint64_t place_solve(const place_problem_t *p, uint8_t *host)
+{
+    size_t n = p->n;
+    if (n == 0 || p->len == 0) {
+        if (n)
+            memset(host, 0, n);
+        return 0;
+    }
+    uint64_t len = p->len;
+    /* Cut the cycle where the load (everything on the device) is lowest:
+     * fewest items cross the cut. */
+    int64_t *load = load_curve(p, NULL, 0);
+    piece_t *pc = malloc(2 * n * sizeof *pc);
+    uint32_t *hv = malloc(4 * n * sizeof *hv);
+    uint8_t *h = calloc(n, 1);
+    if (!load || !pc || !hv || !h) {
+        free(load);
+        free(pc);
+        free(hv);
+        free(h);
+        return UINT64_MAX;
+    }
+    uint32_t t0 = 0;
+    for (uint32_t x = 1; x < len; x++)
+        if (load[x] < load[t0])
+            t0 = x;
+    free(load);
+
+    /* Pieces in linear positions from t0; an item crossing the cut has two
+     * (the previous step's copy at the start, its own at the end), which
+     * share one decision.  Items live all the time end past everything. */
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t life = item_life(p, i), sa = ((uint64_t)p->at[i] + len - t0) % len;
+        uint64_t ea = sa + life;
+        if (life >= len) {
+            pc[np++] = (piece_t){0, 2 * len + 1, (uint32_t)i};
+        } else if (ea <= len) {
+            pc[np++] = (piece_t){sa, ea, (uint32_t)i};
+        } else {
+            pc[np++] = (piece_t){0, ea - len, (uint32_t)i};
+            pc[np++] = (piece_t){sa, 2 * len, (uint32_t)i};
+        }
+    }
+    qsort(pc, np, sizeof *pc, piece_by_start);
+
+    heap_t live = {hv, 0, pc, 0}, far = {hv + 2 * n, 0, pc, 1};
+    int64_t dev = (int64_t)p->base, cap = (int64_t)p->cap;
+    for (size_t k = 0; k < np; k++) {
+        uint64_t x = pc[k].start;
+        while (live.n && pc[live.v[0]].end <= x) {
+            uint32_t q = heap_pop(&live);
+            if (!h[pc[q].item])
+                dev -= (int64_t)p->size[pc[q].item];
+        }
+        if (!h[pc[k].item]) {
+            dev += (int64_t)p->size[pc[k].item];
+            heap_push(&live, (uint32_t)k);
+            heap_push(&far, (uint32_t)k);
+        }
+        while (dev > cap && far.n) {
+            uint32_t q = heap_pop(&far);
+            if (pc[q].end <= x || h[pc[q].item])
+                continue; /* retired, or its item already went */
+            h[pc[q].item] = 1;
+            dev -= (int64_t)p->size[pc[q].item];
+        }
+    }
+    free(pc);
+    free(hv);
+    solve_put_back(p, h, t0);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += h[i] ? p->size[i] : 0;
+    memcpy(host, h, n);
+    free(h);
+    return bytes;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void seqmap_reset(place_seqmap_t *m)
+{
+    m->n = 0;
+    m->seq0 = 0;
+}
+
+static void seqmap_set(place_seqmap_t *m, uint64_t seq, uint32_t idx)
+{
+    if (m->n == 0)
+        m->seq0 = seq;
+    if (seq < m->seq0 || seq - m->seq0 >= PLACE_MAX_ITEMS * 4)
+        return;
+    size_t at = (size_t)(seq - m->seq0);
+    if (at >= m->cap) {
+        size_t cap = m->cap ? m->cap : 1024;
+        while (cap <= at)
+            cap *= 2;
+        uint32_t *nm = realloc(m->map, cap * sizeof *nm);
+        if (!nm)
+            return;
+        m->map = nm;
+        m->cap = cap;
+    }
+    while (m->n < at)
+        m->map[m->n++] = PLACE_OPEN;
+    m->map[at] = idx;
+    if (m->n == at)
+        m->n++;
+}
+
+static uint32_t seqmap_get(const place_seqmap_t *m, uint64_t seq)
+{
+    if (m->n == 0 || seq < m->seq0 || seq - m->seq0 >= m->n)
+        return PLACE_OPEN;
+    return m->map[seq - m->seq0];
+}
+
+static void record_reset(place_record_t *r)
+{
+    r->n = 0;
+    r->nevents = 0;
+    r->overflow = 0;
+    r->peak_total = 0;
+    r->dev_start = 0;
+    seqmap_reset(&r->seqs[0]);
+    seqmap_reset(&r->seqs[1]);
+}
+
+static void record_free(place_record_t *r)
+{
+    free(r->items);
+    free(r->seqs[0].map);
+    free(r->seqs[1].map);
+    memset(r, 0, sizeof *r);
+}
+
+void place_init(place_t *pl, int enabled)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->enabled = enabled;
+    pl->margin = 4 * MiB;
+}
+
+void place_fini(place_t *pl)
+{
+    record_free(&pl->rec[0]);
+    record_free(&pl->rec[1]);
+    free(pl->plan);
+    free(pl->wrap);
+    free(pl->cand_v);
+    memset(pl, 0, sizeof *pl);
+}
+
+static int item_matches(const place_item_t *it, uint64_t req, uintptr_t stream)
+{
+    return it->req == req && it->stream == stream;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Planning a step                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* Plans the current step as a repetition of the last one from item `off`. */
+static int plan_make(place_t *pl, size_t off, const place_env_t *env)
+{
+    const place_record_t *last = &pl->rec[!pl->cur];
+    size_t n = last->n - off;
+    uint32_t at0 = last->items[off].at;
+    uint32_t len = last->nevents - at0;
+    uint64_t *size = malloc(n * sizeof *size), *end = malloc(n * sizeof *end);
+    uint32_t *at = malloc(n * sizeof *at);
+    if (n > pl->plan_cap) {
+        uint8_t *np = realloc(pl->plan, n);
+        if (np) {
+            pl->plan = np;
+            pl->plan_cap = n;
+        }
+    }
+    if (!size || !end || !at || n > pl->plan_cap) {
+        free(size);
+        free(end);
+        free(at);
+        return -1;
+    }
+    /* Blocks of the last step live at its end are part of the cycle (their
+     * copies wrap into this step); everything else on the device is the
+     * base. */
+    uint64_t carried = 0;
+    for (size_t k = 0; k < n; k++) {
+        const place_item_t *it = &last->items[off + k];
+        size[k] = it->size;
+        at[k] = it->at - at0;
+        if (it->end != PLACE_OPEN) {
+            end[k] = it->end - at0;
+        } else if (it->wrap != PLACE_OPEN) {
+            /* Freed in the next step where its last copy was: the copy
+             * live now is this item's, wrapping into the cycle. */
+            end[k] = (uint64_t)len + it->wrap;
+            carried += it->dev_end;
+        } else {
+            /* Not known to be freed (optimizer state, or not learned yet):
+             * the block live now stays where it is, in the base, and a new
+             * copy, if the step makes one, lives to the cycle's end. */
+            end[k] = len;
+        }
+    }
+    uint64_t dev_start = pl->rec[pl->cur].dev_start;
+    uint64_t margin = pl->margin + pl->extra;
+    place_problem_t p = {.n = n, .size = size, .at = at, .end = end, .len = len,
+                         .base = dev_start > carried ? dev_start - carried : 0,
+                         .cap = env->limit > margin ? env->limit - margin : 0};
+    uint64_t bytes = place_solve(&p, pl->plan);
+    free(size);
+    free(end);
+    free(at);
+    if (bytes == UINT64_MAX)
+        return -1;
+    pl->plan_n = n;
+    pl->stats.plans++;
+    pl->stats.last_plan_host_bytes = bytes;
+    return 0;
+}
+
+/* Candidates for where the current allocation lies in the last step:
+ * k == 0 starts them (items from `from` on that match), k > 0 keeps those
+ * whose item c + k matches as well. */
+static void match_filter(place_t *pl, size_t from, size_t k, uint64_t req, uintptr_t stream)
+{
+    const place_record_t *last = &pl->rec[!pl->cur];
+    size_t keep = 0;
+    if (k == 0) {
+        for (size_t i = from; i < last->n; i++) {
+            if (!item_matches(&last->items[i], req, stream))
+                continue;
+            if (keep == pl->cand_cap) {
+                size_t cap = pl->cand_cap ? 2 * pl->cand_cap : 64;
+                size_t *nv = realloc(pl->cand_v, cap * sizeof *nv);
+                if (!nv)
+                    break;
+                pl->cand_v = nv;
+                pl->cand_cap = cap;
+            }
+            pl->cand_v[keep++] = i;
+        }
+    } else {
+        for (size_t c = 0; c < pl->ncand; c++) {
+            size_t i = pl->cand_v[c] + k;
+            if (i < last->n && item_matches(&last->items[i], req, stream))
+                pl->cand_v[keep++] = pl->cand_v[c];
+        }
+    }
+    pl->ncand = keep;
+}
+
+/* Matching (at the step's start, or again after the step left the last
+ * one's sequence).  While several candidates are left, the step is taken
+ * to repeat the whole last step if `from` is one (the steady state), else
+ * the latest (a record ends where a step ends, so the step most likely
+ * repeats its last part: the first step's record also holds building the
+ * model, whose parameters come in the order in which an optimizer step
+ * later walks them).  *at gets that candidate's item for the current
+ * allocation.
+ * Returns 1 once one candidate is left or PLACE_MATCH_MAX allocations have
+ * matched, 0 while several are left, -1 when none is. */
+static int match_step(place_t *pl, size_t from, uint64_t req, uintptr_t stream, size_t *at)
+{
+    match_filter(pl, from, pl->mk, req, stream);
+    if (pl->ncand == 0)
+        return -1;
+    *at = (pl->cand_v[0] == from ? from : pl->cand_v[pl->ncand - 1]) + pl->mk;
+    if (pl->ncand > 1 && pl->mk + 1 < PLACE_MATCH_MAX) {
+        pl->mk++;
+        return 0;
+    }
+    return 1;
+}
+
+static unsigned plan_at(place_t *pl, size_t i)
+{
+    pl->pos = i + 1;
+    return i >= pl->offset && i - pl->offset < pl->plan_n && pl->plan[i - pl->offset] ? PLACE_HOST
+                                                                                      : PLACE_DEVICE;
+}
+
+unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env)
+{
+    const place_record_t *last = &pl->rec[!pl->cur];
+    size_t at;
+    int m;
+    switch (pl->state) {
+    case ST_MATCH:
+        m = match_step(pl, 0, req, stream, &at);
+        if (m < 0) {
+            pl->state = ST_DIVERGED;
+            return PLACE_NONE;
+        }
+        /* Planned from the latest candidate, again if it changes. */
+        if (!pl->plan_n || at - (m ? pl->mk : pl->mk - 1) != pl->offset) {
+            pl->offset = at - (m ? pl->mk : pl->mk - 1);
+            if (plan_make(pl, pl->offset, env) != 0) {
+                pl->state = ST_DIVERGED;
+                return PLACE_NONE;
+            }
+        }
+        if (m)
+            pl->state = ST_PLAN;
+        return plan_at(pl, at);
+    case ST_PLAN:
+        if (pl->pos < last->n && item_matches(&last->items[pl->pos], req, stream))
+            return plan_at(pl, pl->pos);
+        /* The step left the sequence (an extra or missing allocation):
+         * naive until it is found again further on. */
+        pl->state = ST_RESYNC;
+        pl->resyncs++;
+        pl->mk = 0;
+        /* fall through */
+    case ST_RESYNC:
+        m = match_step(pl, pl->offset, req, stream, &at);
+        if (m < 0 && pl->mk) {
+            pl->mk = 0; /* this allocation may start a match of its own */
+            m = match_step(pl, pl->offset, req, stream, &at);
+        }
+        if (m < 0 && ++pl->restarts > PLACE_RESYNC_MAX)
+            pl->state = ST_DIVERGED; /* bounded work per step */
+        if (m <= 0)
+            return PLACE_NONE;
+        pl->state = ST_PLAN;
+        return plan_at(pl, at);
+    default:
+        return PLACE_NONE;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Recording                                                                */
+/* ------------------------------------------------------------------------ */
+
+void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream, int arena,
+                      uint64_t seq, uintptr_t addr, int on_host, unsigned decided)
+{
+    if (!pl->enabled)
+        return;
+    place_record_t *r = &pl->rec[pl->cur];
+    pl->live_total += size;
+    if (pl->live_total > r->peak_total)
+        r->peak_total = pl->live_total;
+    if (decided == PLACE_HOST && on_host) {
+        pl->stats.planned_host_allocs++;
+        pl->stats.planned_host_bytes += size;
+        pl->step_placed += size;
+    } else if (decided == PLACE_DEVICE && on_host) {
+        pl->stats.fallback_allocs++;
+        pl->stats.fallback_bytes += size;
+        pl->step_fallback += size;
+    } else if (on_host) {
+        pl->step_naive += size;
+    }
+    if (r->overflow || r->n == PLACE_MAX_ITEMS) {
+        r->overflow = 1;
+        r->nevents++;
+        return;
+    }
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 1024;
+        place_item_t *ni = realloc(r->items, cap * sizeof *ni);
+        if (!ni) {
+            r->overflow = 1;
+            r->nevents++;
+            return;
+        }
+        r->items = ni;
+        r->cap = cap;
+    }
+    place_item_t *it = &r->items[r->n];
+    *it = (place_item_t){.req = req, .size = size, .stream = stream, .addr = addr,
+                         .at = r->nevents++, .end = PLACE_OPEN, .wrap = PLACE_OPEN,
+                         .arena = (uint8_t)arena, .host = (uint8_t)(on_host != 0)};
+    seqmap_set(&r->seqs[arena & 1], seq, (uint32_t)r->n);
+    r->n++;
+}
+
+void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size)
+{
+    if (!pl->enabled)
+        return;
+    place_record_t *r = &pl->rec[pl->cur];
+    pl->live_total = pl->live_total > size ? pl->live_total - size : 0;
+    uint32_t pos = r->nevents++;
+    uint32_t i = seqmap_get(&r->seqs[arena & 1], seq);
+    if (i != PLACE_OPEN && i < r->n) {
+        r->items[i].end = pos;
+        return;
+    }
+    /* A block of the last step: where its copies are freed in the step
+     * after theirs is what the next plan assumes for this step's copies. */
+    const place_record_t *last = &pl->rec[!pl->cur];
+    i = seqmap_get(&last->seqs[arena & 1], seq);
+    if (i != PLACE_OPEN && i < last->n && i < pl->wrap_n)
+        pl->wrap[i] = pos;
+}
+
+void place_step_end(place_t *pl, const place_env_t *env)
+{
+    if (!pl->enabled)
+        return;
+    place_record_t *r = &pl->rec[pl->cur];
+    const place_record_t *last = &pl->rec[!pl->cur];
+    /* Repeated item by item from `offset` to the end. */
+    int full = pl->state == ST_PLAN && !pl->resyncs && pl->offset + r->n == last->n &&
+               pl->pos == last->n;
+    for (size_t k = 0; k < r->n; k++) {
+        place_item_t *it = &r->items[k];
+        if (it->end != PLACE_OPEN)
+            continue;
+        it->dev_end = env->device_bytes(env->ctx, it->arena, it->addr, it->size);
+        /* This step repeated the last from `offset`: its item k is the last
+         * step's item offset + k, freed (if it was) at wrap[offset + k]. */
+        if (full && pl->offset + k < pl->wrap_n)
+            it->wrap = pl->wrap[pl->offset + k];
+    }
+    if (pl->state == ST_PLAN)
+        pl->stats.planned_steps++;
+    else if (pl->state == ST_RESYNC || pl->state == ST_DIVERGED)
+        pl->stats.diverged_steps++;
+    if (full) {
+        if (pl->step_fallback) {
+            uint64_t most = env->limit / 4;
+            pl->extra = pl->extra + pl->step_fallback < most ? pl->extra + pl->step_fallback : most;
+        } else {
+            pl->extra -= pl->extra / 4;
+        }
+    }
+    if (pl->debug)
+        pl->debug(pl->debug_ctx, pl);
+    pl->step_fallback = 0;
+    pl->step_placed = 0;
+    pl->step_naive = 0;
+
+    /* The step just closed is the next plan's source. */
+    pl->cur = !pl->cur;
+    r = &pl->rec[pl->cur];
+    last = &pl->rec[!pl->cur];
+    record_reset(r);
+    r->dev_start = env->dev_in_use;
+    r->peak_total = pl->live_total;
+    if (last->n > pl->wrap_cap) {
+        uint32_t *nw = realloc(pl->wrap, last->n * sizeof *nw);
+        if (nw) {
+            pl->wrap = nw;
+            pl->wrap_cap = last->n;
+        }
+    }
+    pl->wrap_n = last->n <= pl->wrap_cap ? last->n : 0;
+    for (size_t k = 0; k < pl->wrap_n; k++)
+        pl->wrap[k] = PLACE_OPEN;
+    uint64_t m = env->limit / 64;
+    pl->margin = m > 4 * MiB ? m : 4 * MiB;
+    pl->ncand = 0;
+    pl->mk = 0;
+    pl->pos = 0;
+    pl->resyncs = 0;
+    pl->restarts = 0;
+    pl->plan_n = 0;
+    pl->state = last->n && !last->overflow ? ST_MATCH : ST_LEARN;
+}
+
+int place_hold_host(const place_t *pl, uint64_t limit)
+{
+    if (!pl->enabled)
+        return 0;
+    uint64_t need = pl->rec[pl->cur].peak_total + pl->margin + pl->extra;
+    return need > limit;
+}

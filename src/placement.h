@@ -1,0 +1,175 @@
+/*
+ * The placement planner: which allocations of a training step live in host
+ * memory from the moment they are allocated (docs/placement.md).
+ *
+ * A training step repeats the allocation sequence of the step before it.
+ * The planner records every step (size, stream, event position, when each
+ * block was freed), and when the next step starts repeating the recorded
+ * one it plans that step as a cycle: it picks the blocks that relieve the
+ * most device memory per byte placed on host (those whose free lies
+ * farthest ahead when the device would overflow: saved activations,
+ * buffers that live across the step boundary) so that the device bytes in
+ * use stay under the limit at every event of the step, and keeps
+ * short-lived temporaries on the device.  Where the step stops repeating
+ * the record (first steps, data-dependent shapes, varying batches) it falls
+ * back to naive placement (device first, host when the device is full) for
+ * the rest of the step, and learns the new sequence at the step's end.
+ *
+ * The planner knows nothing of arenas or backends: vmem.c tells it what was
+ * allocated and freed (identified by arena and allocation sequence number,
+ * bfc_chunk_t.seq) and asks it where the next allocation goes.  Not
+ * thread-safe: the caller holds the instance's lock.
+ */
+#ifndef VMEM_PLACEMENT_H
+#define VMEM_PLACEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PLACE_NONE 0u       /* no plan: naive placement (device first) */
+#define PLACE_DEVICE 1u     /* planned on the device */
+#define PLACE_HOST 2u       /* planned on host memory */
+
+#define PLACE_OPEN UINT32_MAX /* an item's free not seen (yet) */
+
+/* One allocation of a recorded step.
+ * Invariants: at < end (when end != PLACE_OPEN), both < the record's
+ * nevents once the step is closed; wrap is PLACE_OPEN unless end is. */
+typedef struct place_item {
+    uint64_t req;        /* bytes requested: with stream, what must repeat */
+    uint64_t size;       /* bytes reserved (rounded) */
+    uintptr_t stream;
+    uintptr_t addr;      /* the block (to ask where it lies at the step end) */
+    uint64_t dev_end;    /* live at the step end: its bytes on device memory then */
+    uint32_t at;         /* event position of the allocation in its step */
+    uint32_t end;        /* event position of its free, PLACE_OPEN if live at the step end */
+    uint32_t wrap;       /* live at the step end: position, in the following
+                            step, where the same allocation of the step
+                            before was freed (learned), else PLACE_OPEN */
+    uint8_t arena;       /* 0 device arena, 1 host arena */
+    uint8_t host;        /* placed on host memory (planned or fallback) */
+} place_item_t;
+
+/* Where allocation sequence numbers of one arena map to items of a record:
+ * map[seq - seq0] is an item index or PLACE_OPEN. */
+typedef struct place_seqmap {
+    uint64_t seq0;
+    uint32_t *map;
+    size_t n, cap;
+} place_seqmap_t;
+
+/* A recorded step.  Invariant: items are in allocation order, their `at`
+ * strictly increasing and below nevents. */
+typedef struct place_record {
+    place_item_t *items;
+    size_t n, cap;
+    uint32_t nevents;        /* allocations and frees seen in the step */
+    int overflow;            /* too long to record: not usable as a plan */
+    place_seqmap_t seqs[2];  /* per arena */
+    uint64_t dev_start;      /* device bytes in use when the step started */
+    uint64_t peak_total;     /* most bytes live (device + host) in the step */
+} place_record_t;
+
+/* One planning problem over a cycle of `len` event positions (exposed for
+ * the tests).  Item i occupies [at[i], end[i]) where at[i] < len and
+ * at[i] < end[i]; an end beyond len wraps into the next cycle (the same
+ * allocation of the previous step is still live at the cycle's start);
+ * end[i] - at[i] >= len means live at every position.  base is the device
+ * bytes of blocks outside the cycle (weights, optimizer state), cap the
+ * device bytes allowed. */
+typedef struct place_problem {
+    size_t n;
+    const uint64_t *size;
+    const uint32_t *at;
+    const uint64_t *end;
+    uint32_t len;
+    uint64_t base, cap;
+} place_problem_t;
+
+/* Chooses host[i] (1: on host) so that at every position the device bytes
+ * (base plus the sizes of items live there with host[i] == 0) are at most
+ * cap where the items can make it so: when a position overflows, the live
+ * device items whose free lies farthest ahead go to host first (they
+ * relieve the most later positions too).  Returns the bytes placed on host,
+ * or UINT64_MAX if out of memory (host untouched). */
+uint64_t place_solve(const place_problem_t *p, uint8_t *host);
+
+/* Device bytes at the worst position for a given choice (for the tests). */
+uint64_t place_peak(const place_problem_t *p, const uint8_t *host);
+
+/* Statistics of the planner (cumulative). */
+typedef struct place_stats {
+    uint64_t planned_steps;      /* steps that ran on a plan to their end */
+    uint64_t diverged_steps;     /* steps that left their plan (naive from there) */
+    uint64_t plans;              /* plans computed */
+    uint64_t planned_host_allocs, planned_host_bytes; /* placed on host by a plan */
+    uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */
+    uint64_t last_plan_host_bytes; /* bytes the last plan puts on host per step */
+} place_stats_t;
+
+typedef struct place place_t;
+struct place {
+    int enabled;              /* 0: naive placement only (records nothing) */
+    place_record_t rec[2];    /* rec[cur] is being recorded, rec[!cur] the last step */
+    int cur;
+    uint64_t live_total;      /* bytes live in both arenas, as seen here */
+
+    /* The plan for the step being recorded. */
+    int state;                /* see placement.c */
+    size_t offset;            /* the plan covers the last step's items from offset */
+    size_t pos;               /* the last step's item the next allocation should repeat */
+    size_t mk;                /* allocations matched while candidates are narrowed */
+    unsigned resyncs, restarts; /* times the step left the sequence; failed re-matches */
+    size_t *cand_v;           /* offsets still possible while matching starts */
+    size_t ncand, cand_cap;
+    uint8_t *plan;            /* plan[k]: the last step's item offset + k goes to host */
+    size_t plan_n, plan_cap;
+    uint32_t *wrap;           /* wrap[k]: where this step freed a block of
+                                 item offset + k of the last step */
+    size_t wrap_n, wrap_cap;
+    uint64_t margin;          /* bytes kept free under the limit (fragmentation) */
+    uint64_t extra;           /* learned extra margin (fallbacks of planned steps) */
+    uint64_t step_fallback;   /* this step: planned device, spilled anyway */
+    uint64_t step_placed;     /* this step: placed on host by the plan */
+    uint64_t step_naive;      /* this step: spilled without a plan */
+    /* Called at each step end before the record closes (diagnostics). */
+    void (*debug)(void *ctx, const struct place *pl);
+    void *debug_ctx;
+    place_stats_t stats;
+};
+
+/* What place_step_end needs to know about the instance. */
+typedef struct place_env {
+    uint64_t limit;           /* device limit in force */
+    uint64_t dev_in_use;      /* device bytes in live blocks now */
+    /* Bytes of a live block that lie on device memory. */
+    uint64_t (*device_bytes)(void *ctx, int arena, uintptr_t addr, uint64_t size);
+    void *ctx;
+} place_env_t;
+
+void place_init(place_t *pl, int enabled);
+void place_fini(place_t *pl);
+
+/* Where the next allocation (requested bytes, stream key) should go:
+ * PLACE_NONE (no plan: device first), PLACE_DEVICE or PLACE_HOST.  env
+ * is consulted when a plan is made (once per step). */
+unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env);
+
+/* An allocation succeeded: arena (0 device, 1 host), its sequence number in
+ * that arena, the block, where it lies (on_host), and what had been decided
+ * for it (place_decide's answer). */
+void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream, int arena,
+                      uint64_t seq, uintptr_t addr, int on_host, unsigned decided);
+
+/* A block was freed: arena, its allocation sequence number, its size. */
+void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size);
+
+/* The step ended: closes the record, which becomes the plan's source. */
+void place_step_end(place_t *pl, const place_env_t *env);
+
+/* 1 if the device should keep host-placed blocks on host at this step end
+ * (the last step did not fit under the limit with its margin): moving them
+ * back would only make the next step spill them again. */
+int place_hold_host(const place_t *pl, uint64_t limit);
+
+#endif
