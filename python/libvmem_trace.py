@@ -23,6 +23,7 @@ docs/benchmarks.md): line 1 is '# ' and a JSON description, then
 
     a <id> <size> <stream> <t_us>     allocation (bytes requested)
     f <id> <t_us>                     free
+    s <t_us>                          step boundary (record() writes one per step())
 
 Conversion of the snapshot's device_traces: 'alloc' entries become 'a'
 lines, 'free_completed' entries (the moment the caching allocator could
@@ -48,7 +49,7 @@ import pickle
 import sys
 import time
 
-__all__ = ["load_snapshot", "convert", "write_trace", "record", "main"]
+__all__ = ["load_snapshot", "convert", "insert_steps", "write_trace", "record", "main"]
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -150,6 +151,22 @@ def convert(snapshot, device=None, free_at="completed"):
     return lines, info
 
 
+def insert_steps(lines, steps_us):
+    """Adds a step boundary line 's <t_us>' for each time in steps_us (sorted)
+    after the last event at or before it; boundaries before the first event
+    or after the last one are left out."""
+    out, i = [], 0
+    steps = sorted(steps_us)
+    times = [int(l.rsplit(" ", 1)[1]) for l in lines]
+    for line, t in zip(lines, times):
+        while i < len(steps) and steps[i] < t:
+            if out:
+                out.append("s %d" % steps[i])
+            i += 1
+        out.append(line)
+    return out
+
+
 def write_trace(path, lines, header):
     """Writes header (a dict) and the event lines as a gzip trace (or plain
     text when path does not end in .gz).  The gzip stream carries no time
@@ -218,7 +235,8 @@ class record:
                 "peak_reserved": torch.cuda.max_memory_reserved(dev),
             }
             header.update(info)
-            write_trace(self.path, lines, header)
+            # a step boundary after each step() (the first entry is the start)
+            write_trace(self.path, insert_steps(lines, self.steps[1:]), header)
             self.info = header
         finally:
             torch.cuda.memory._record_memory_history(enabled=None)

@@ -104,6 +104,12 @@ class Convert(unittest.TestCase):
         with self.assertRaises(ValueError):
             T.convert(snapshot(), device=2)
 
+    def test_insert_steps(self):
+        lines = ["a 0 10 0 100", "a 1 10 0 105", "f 0 110", "f 1 120"]
+        self.assertEqual(T.insert_steps(lines, [50, 107, 110, 200]),
+                         ["a 0 10 0 100", "a 1 10 0 105", "s 107", "f 0 110", "s 110",
+                          "f 1 120"])
+
     def test_no_history_is_an_error(self):
         with self.assertRaisesRegex(ValueError, "_record_memory_history"):
             T.convert({"segments": [], "device_traces": [[]]})
@@ -149,6 +155,18 @@ class Files(unittest.TestCase):
         self.assertEqual(res["ops"], 5 + 3)
         self.assertEqual(res["peak_live"], header["peak_live"])
         self.assertEqual(res["failed_allocs"], 0)
+
+    def test_step_lines_replay(self):
+        if REPLAY is None:
+            self.skipTest("no vmem-replay given")
+        lines = ["a 0 1000 0 100", "a 1 2000 0 101", "f 0 102", "f 1 103",
+                 "a 2 1000 0 104", "a 3 2000 0 105", "f 2 106", "f 3 107"]
+        out = os.path.join(self.dir, "steps.txt.gz")
+        T.write_trace(out, T.insert_steps(lines, [103, 107]), {"workload": "steps"})
+        rr = subprocess.run([REPLAY, "--backend", "sim", "--repeat", "1", out],
+                            capture_output=True, text=True, timeout=60)
+        self.assertEqual(rr.returncode, 0, rr.stderr)
+        self.assertEqual(json.loads(rr.stdout.splitlines()[0])["ops"], 8)
 
     def test_json_and_gzip_snapshots(self):
         snap = os.path.join(self.dir, "job.json.gz")
