@@ -73,7 +73,7 @@ if [ "$ok" != 1 ]; then
 fi
 # Meson's own messages that matter (CUDA found but not loadable, ...) and the summary.
 grep -E 'WITHOUT CUDA|WARNING' "$log_setup" | sed 's/^/setup: /' || true
-sed -n '/^libvmem [0-9]/,/^$/p' "$log_setup" | sed '/^$/d'
+sed -n '/^libvmem [0-9]/,/^Found ninja/p' "$log_setup" | grep -v '^Found ninja' | sed '/^ *$/d' || true
 
 if ! ninja -C build >"$log_build" 2>&1; then
     grep -E -A12 'FAILED|error:' "$log_build" | head -40
