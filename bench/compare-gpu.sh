@@ -103,11 +103,23 @@ run() {
     return $rc
 }
 
+# legacy NAME BACKEND: the same replay with the growth policy before issue 14
+# (VMEM_GROWTH=legacy VMEM_TRIM=off), rows labelled libvmem-BACKEND-legacy,
+# so that one run shows before and after (docs/benchmarks.md).
+legacy() {
+    run "$1" 300 env VMEM_GROWTH=legacy VMEM_TRIM=off "$BUILD/bench/vmem-replay" --backend "$2" \
+        --repeat "$REPEAT" "${TRACE_FILES[@]}" || { note "$1: exit $? ($1.log)"; status=1; }
+    # the lines already went into results: relabel them there
+    sed -i "/\"allocator\"/! s/\"backend\": \"$2\"/\"allocator\": \"libvmem-$2-legacy\", &/" "$RESULTS"
+}
+
 if [ -x "$BUILD/bench/vmem-replay" ]; then
+    legacy libvmem-cuda-legacy cuda
     run libvmem-cuda 300 "$BUILD/bench/vmem-replay" --backend cuda --repeat "$REPEAT" "${TRACE_FILES[@]}" ||
         { note "libvmem cuda backend: exit $? (libvmem-cuda.log)"; status=1; }
     # vmm: probe first; skip with a note if the backend cannot be created.
     if "$BUILD/bench/vmem-replay" --backend vmm --repeat 1 "${TRACE_FILES[0]}" >/dev/null 2>"$OUT/vmm-probe.log"; then
+        legacy libvmem-vmm-legacy vmm
         run libvmem-vmm 300 "$BUILD/bench/vmem-replay" --backend vmm --repeat "$REPEAT" "${TRACE_FILES[@]}" ||
             { note "libvmem vmm backend: exit $? (libvmem-vmm.log)"; status=1; }
     else

@@ -49,6 +49,8 @@ typedef struct result {
     size_t peak_reserved, peak_host, regions;
     uint64_t warm_region_allocs;  /* backend region requests during the timed passes */
     uint64_t spilled, failed;
+    size_t unused_end;       /* device memory held with no block live, at the end */
+    uint64_t trims, trimmed; /* growths that gave free memory back first, bytes */
     size_t min_limit;        /* 0: not searched */
     int min_limit_exact;     /* 0: the search hit its upper bound */
     size_t nsteps;           /* step boundaries */
@@ -391,6 +393,9 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
     r->peak_reserved = s1.device_peak_held;
     r->peak_host = s1.host_peak_held;
     r->regions = s1.device_regions;
+    r->unused_end = s1.device_unused;
+    r->trims = s1.device_trims;
+    r->trimmed = s1.device_trimmed;
     if (vmem_check(v) != VMEM_OK)
         rc = -1;
     vmem_destroy(v);
@@ -466,9 +471,11 @@ static void print_json(const options_t *o, const trace_t *t, const result_t *r)
             (unsigned long long)r->fallback_bytes, (unsigned long long)r->planned_steps,
             (unsigned long long)r->diverged_steps);
     fprintf(f, ", \"limit\": %zu, \"allocs\": %zu, \"frees\": %zu, \"never_freed\": %zu, "
-               "\"device_regions\": %zu, \"warm_region_allocs\": %llu}\n",
+               "\"device_regions\": %zu, \"warm_region_allocs\": %llu",
             o->limit, t->nallocs, t->nfrees, t->live_at_end, r->regions,
             (unsigned long long)r->warm_region_allocs);
+    fprintf(f, ", \"unused_end\": %zu, \"trims\": %llu, \"trimmed_bytes\": %llu}\n", r->unused_end,
+            (unsigned long long)r->trims, (unsigned long long)r->trimmed);
     fflush(f);
 }
 

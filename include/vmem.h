@@ -271,7 +271,7 @@ VMEM_API vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t
 /* Statistics                                                               */
 /* ------------------------------------------------------------------------ */
 
-#define VMEM_STATS_VERSION 1
+#define VMEM_STATS_VERSION 2 /* 2: placement .. device_trimmed appended */
 
 typedef struct vmem_stats {
     uint32_t size;              /* set by the caller: sizeof(vmem_stats_t) */
@@ -321,6 +321,26 @@ typedef struct vmem_stats {
     uint64_t planned_steps;     /* steps that ran on a plan to their end */
     uint64_t diverged_steps;    /* steps that stopped repeating their plan */
     uint64_t plan_host_bytes;   /* bytes the latest plan places on host per step */
+    /* Memory held but unused (docs/configuration.md, "Growth and trim"). */
+    size_t device_unused;       /* device_held - device_in_use now: held from the
+                                   backend but in no live block */
+    double device_unused_byte_seconds; /* device_unused integrated over time since
+                                   vmem_create, sampled at every statistics read
+                                   (this call, the JSON, the statistics file at
+                                   each step end): each interval counts with the
+                                   value read at its start */
+    double device_unused_mean;  /* that integral over the seconds it covers
+                                   (0 before the second read) */
+    uint64_t device_trims;      /* growths that first gave free memory back */
+    uint64_t device_trimmed;    /* bytes those trims gave back */
+    /* Where the initial limit (and, unless start_cap was set, the start cap)
+     * came from: "VMEM_LIMIT", "config" (vmem_config_t.limit), the variable
+     * of a GPU-sharing device plugin ("CUDA_DEVICE_MEMORY_LIMIT_<device>" or
+     * "CUDA_DEVICE_MEMORY_LIMIT"), "device" (the device's free memory) or
+     * "start_cap" (a default stopped at the start cap).  Owned by the
+     * instance; valid while it lives. */
+    const char *limit_source;
+    int device;                 /* the CUDA device ordinal of the instance */
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

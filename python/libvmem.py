@@ -27,6 +27,7 @@ import os
 __all__ = [
     "VmemError", "library_path", "load", "install_torch", "install_cupy",
     "set_limit", "get_limit", "stats", "step_end", "trim", "parse_size",
+    "install_step_hook", "remove_step_hook",
     "strerror", "version",
 ]
 
@@ -243,10 +244,38 @@ def trim(device=0):
 # Frameworks
 # --------------------------------------------------------------------------
 
-def install_torch():
+_step_hook = None
+
+
+def install_step_hook():
+    """Marks a step end (step_end() on every instance) after every
+    torch.optim optimizer step, through PyTorch's global optimizer post-step
+    hook, so that the placement planner sees each training step without a
+    call in the training loop.  Idempotent; returns the hook handle
+    (handle.remove() turns it off).  A loop with several optimizers, or with
+    several optimizer steps per iteration, should call step_end() itself
+    once per iteration instead (docs/embedding.md)."""
+    global _step_hook
+    if _step_hook is None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        _step_hook = register_optimizer_step_post_hook(lambda opt, args, kwargs: step_end())
+    return _step_hook
+
+
+def remove_step_hook():
+    """Removes the hook install_step_hook() installed (no-op if none)."""
+    global _step_hook
+    if _step_hook is not None:
+        _step_hook.remove()
+        _step_hook = None
+
+
+def install_torch(step_hook=True):
     """Makes libvmem PyTorch's CUDA allocator (CUDAPluggableAllocator +
     change_current_allocator).  Must run before the first CUDA allocation of
     the process; raises RuntimeError otherwise.  Returns the allocator.
+    step_hook (default True): also install_step_hook(), so every optimizer
+    step ends a libvmem step (placement, statistics, control changes).
 
     With the pluggable allocator, torch.cuda.memory_allocated() and the other
     caching-allocator statistics are not available: use libvmem.stats().
@@ -260,6 +289,8 @@ def install_torch():
     except RuntimeError as e:
         raise RuntimeError("libvmem.install_torch() must run before PyTorch's first CUDA "
                            "allocation: " + str(e)) from e
+    if step_hook:
+        install_step_hook()
     return alloc
 
 

@@ -394,6 +394,8 @@ static void region_merge(bfc_arena_t *a, bfc_region_t *left, bfc_region_t *right
         bin_remove(a, tail);
         bin_remove(a, head);
         tail->size += head->size;
+        if (head->seq > tail->seq)
+            tail->seq = head->seq;
         tail->next = head->next;
         if (head->next)
             head->next->prev = tail;
@@ -418,6 +420,7 @@ static int region_add_backed(bfc_arena_t *a, uintptr_t base, size_t size, int ho
     c->addr = base;
     c->size = size;
     c->region = r;
+    c->seq = a->seq;
     c->tag = host ? BFC_TAG_HOST : 0;
     region_link(a, r);
     bin_insert(a, c);
@@ -494,6 +497,7 @@ static int region_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t 
             right_chunk->addr = hi;
             right_chunk->size = cend - hi;
             right_chunk->tag = c->tag;
+            right_chunk->seq = c->seq;
             right_chunk->next = after;
             if (after)
                 after->prev = right_chunk;
@@ -715,6 +719,7 @@ static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi
         r->size = c->addr + c->size - lo;
         r->region = c->region;
         r->tag = c->tag;
+        r->seq = c->seq;
         r->prev = c;
         r->next = c->next;
         if (c->next)
@@ -772,23 +777,27 @@ static int hole_larger(const void *x, const void *y)
     return h->lo > k->lo ? -1 : h->lo < k->lo;
 }
 
-/* Every hole of the arena, largest first; NULL (*n 0) if none or no memory. */
-static hole_t *holes_find(const bfc_arena_t *a, size_t *n)
+/* Every hole of the arena below keep_from, largest first; NULL (*n 0) if
+ * none or no memory. */
+static hole_t *holes_find(const bfc_arena_t *a, uintptr_t keep_from, uint64_t min_age, size_t *n)
 {
     size_t g = a->granule, k = 0, cap = 0;
     hole_t *h = NULL;
     *n = 0;
     for (bfc_region_t *r = a->regions; r; r = r->next) {
         for (bfc_chunk_t *c = r->first; c;) {
-            if (c->in_use || c->tag == BFC_TAG_HOST) {
+            if (c->in_use || c->tag == BFC_TAG_HOST || a->seq - c->seq < min_age) {
                 c = c->next;
                 continue;
             }
             bfc_chunk_t *run = c;
             uintptr_t end = c->addr;
-            for (; c && !c->in_use && c->tag != BFC_TAG_HOST; c = c->next)
+            for (; c && !c->in_use && c->tag != BFC_TAG_HOST && a->seq - c->seq >= min_age;
+                 c = c->next)
                 end = c->addr + c->size;
             uintptr_t lo = align_up(run->addr, g), hi = align_down(end, g);
+            if (hi > keep_from)
+                hi = keep_from > lo ? align_down(keep_from, g) : lo;
             if (hi <= lo)
                 continue;
             if (k == cap) {
@@ -808,7 +817,17 @@ static hole_t *holes_find(const bfc_arena_t *a, size_t *n)
     return h;
 }
 
-size_t bfc_release(bfc_arena_t *a, size_t target)
+/* bfc_release, keeping what lies at or above keep_from (the free tail a
+ * growth is about to extend). */
+static int region_idle(const bfc_arena_t *a, const bfc_region_t *r, uint64_t min_age)
+{
+    for (const bfc_chunk_t *c = r->first; c && min_age; c = c->next)
+        if (a->seq - c->seq < min_age)
+            return 0;
+    return 1;
+}
+
+static size_t arena_release(bfc_arena_t *a, size_t target, uintptr_t keep_from, uint64_t min_age)
 {
     size_t before = a->held;
     /* Device memory only: free host memory (BFC_TAG_HOST) is kept for
@@ -819,7 +838,8 @@ again:
     while (a->held > target) {
         bfc_region_t *best = NULL;
         for (bfc_region_t *r = a->regions; r; r = r->next)
-            if (r->live == 0 && (!best || r->size > best->size) &&
+            if (r->live == 0 && (!best || r->size > best->size) && r->base + r->size <= keep_from &&
+                region_idle(a, r, min_age) &&
                 !(a->held_host && span_host_bytes(a, r->base, r->size, NULL)))
                 best = r;
         if (!best)
@@ -831,7 +851,7 @@ again:
          * punch changes no other hole). */
         size_t n = 0, g = a->granule;
         int punched = 0;
-        hole_t *h = holes_find(a, &n);
+        hole_t *h = holes_find(a, keep_from, min_age, &n);
         for (size_t i = 0; h && i < n && a->held > target; i++) {
             /* Give back no more than needed, from the top of the hole. */
             uintptr_t lo = h[i].lo, hi = h[i].hi;
@@ -856,6 +876,8 @@ again:
         a->pending = 0;
     return before - a->held;
 }
+
+size_t bfc_release(bfc_arena_t *a, size_t target) { return arena_release(a, target, UINTPTR_MAX, 0); }
 
 /* ------------------------------------------------------------------------ */
 /* Init / fini                                                              */
@@ -914,6 +936,35 @@ size_t bfc_fini(bfc_arena_t *a)
 /* Alloc / free                                                             */
 /* ------------------------------------------------------------------------ */
 
+/* Before a growth of `grow` bytes for a request of `need`: gives back free
+ * memory below keep_from as the growth policy asks (growth.h).  A growth
+ * that takes held back to where a trim started shows that trim was churn
+ * (the memory was needed again): trim_floor then keeps later trims above
+ * that level, so a workload that repeats itself stops trimming (no backend
+ * calls in its steady state). */
+static void arena_trim(bfc_arena_t *a, size_t need, size_t grow, uintptr_t keep_from)
+{
+    size_t hwm = a->in_use + need > a->peak_in_use ? a->in_use + need : a->peak_in_use;
+    size_t target = growth_trim_target(&a->params.growth, a->held, grow, hwm);
+    if (a->trim_from && a->held + grow >= a->trim_from) {
+        /* held is back where a trim started: that trim was churn */
+        if (a->held + grow > a->trim_floor)
+            a->trim_floor = a->held + grow;
+        a->trim_from = 0;
+    }
+    if (target != SIZE_MAX && a->trim_floor > grow && target < a->trim_floor - grow)
+        target = a->trim_floor - grow;
+    if (target >= a->held)
+        return;
+    size_t before = a->held;
+    size_t n = arena_release(a, target, keep_from, a->params.growth.trim_age);
+    if (n) {
+        a->trims++;
+        a->trimmed += n;
+        a->trim_from = before;
+    }
+}
+
 /* Obtains a region able to hold `need` bytes (after merging with a free tail
  * for contiguous backends).  Region sizes double from min_region up to
  * max_region; a request of dedicated_min or more gets a dedicated region of
@@ -930,6 +981,7 @@ static int arena_grow(bfc_arena_t *a, size_t need)
     size_t room = align_down(a->limit - a->held, g);
     void *hint = NULL;
     size_t credit = 0;
+    uintptr_t keep = UINTPTR_MAX; /* a trim keeps the tail the growth extends */
     if ((a->backend->flags & BACKEND_F_CONTIGUOUS) && a->regions) {
         bfc_region_t *last = a->regions;
         while (last->next)
@@ -938,6 +990,7 @@ static int arena_grow(bfc_arena_t *a, size_t need)
         bfc_chunk_t *tail = region_last(last);
         if (!tail->in_use && tail->tag == 0)
             credit = tail->size;
+        keep = tail->in_use ? (uintptr_t)hint : tail->addr;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
         size_t want = need > credit ? need - credit : 0;
@@ -950,21 +1003,14 @@ static int arena_grow(bfc_arena_t *a, size_t need)
             a->last_fail = BFC_FAIL_LIMIT;
             return -1;
         }
-        size_t size = minimum;
-        if (size < a->next_region && !dedicated)
-            size = a->next_region;
         size_t align = a->backend->grow_align;
-        if (align && align % g == 0 && (a->backend->flags & BACKEND_F_CONTIGUOUS)) {
-            /* End the region at a multiple of align, so that the next one
-             * starts there (the first starts at the range's base). */
-            uintptr_t start = hint ? (uintptr_t)hint : a->backend->range_base;
-            size_t off = (size_t)(start - a->backend->range_base) % align;
-            size_t up = align_up(off + size, align) - off;
-            if (up <= room) /* up >= size: rounding only grows it */
-                size = up;
-        }
-        if (size > room)
-            size = room;
+        int contiguous = (a->backend->flags & BACKEND_F_CONTIGUOUS) != 0;
+        /* A region starts at the hint, or the first at the range's base. */
+        uintptr_t start = hint ? (uintptr_t)hint : a->backend->range_base;
+        size_t size = growth_size(&a->params.growth, minimum, a->next_region, dedicated, contiguous,
+                                  align && align % g == 0 ? align : 0,
+                                  (size_t)(start - a->backend->range_base), room);
+        arena_trim(a, need, size, keep);
         void *base = NULL;
         vmem_status_t st = backend_region_alloc(a->backend, size, hint, &base);
         if (st != VMEM_OK && size > minimum) {
@@ -1033,6 +1079,7 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t tag)
             rest->size = c->size - rs;
             rest->region = c->region;
             rest->tag = c->tag;
+            rest->seq = c->seq;
             rest->prev = c;
             rest->next = c->next;
             if (c->next)
@@ -1064,6 +1111,8 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
     if (n && !n->in_use && n->tag == c->tag) {
         bin_remove(a, n);
         c->size += n->size;
+        if (n->seq > c->seq)
+            c->seq = n->seq;
         c->next = n->next;
         if (n->next)
             n->next->prev = c;
@@ -1073,6 +1122,8 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
     if (p && !p->in_use && p->tag == c->tag) {
         bin_remove(a, p);
         p->size += c->size;
+        if (c->seq > p->seq)
+            p->seq = c->seq;
         p->next = c->next;
         if (c->next)
             c->next->prev = p;
@@ -1099,6 +1150,7 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t tag, size_t *size)
     }
     c->in_use = 0;
     c->requested = 0;
+    c->seq = a->seq; /* free: last used when this many allocations were made */
     c->tag = tag;
     c->region->live--;
     c = chunk_coalesce(a, c);

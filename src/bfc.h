@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "growth.h"
 #include "vmem.h"
 
 #define BFC_ALIGN ((size_t)256)       /* every chunk size and address is a multiple */
@@ -94,6 +95,8 @@ typedef struct bfc_params {
                              only.  Keeps big regions from being pinned by
                              small blocks, so an empty one can go back when
                              the limit is reached. */
+    growth_policy_t growth; /* region sizes and trim before growth (growth.h);
+                               all zero: doubling, no trim */
 } bfc_params_t;
 
 typedef enum bfc_fail_reason {
@@ -163,6 +166,10 @@ typedef struct bfc_arena {
     size_t nslabs, slabs_cap;
     size_t nchunks_free;        /* free chunks in bins */
     uint64_t region_allocs, region_frees;
+    uint64_t trims;             /* growths that gave free memory back first */
+    size_t trimmed;             /* bytes they gave back */
+    size_t trim_from;           /* held before the last trim (0: none since) */
+    size_t trim_floor;          /* trims keep held + growth at least this */
     bfc_fail_reason_t last_fail;
 } bfc_arena_t;
 

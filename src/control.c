@@ -2,10 +2,11 @@
  *
  * One watcher thread per instance watches the JSON file named by
  * cfg.control_file.  It watches the file's DIRECTORY with inotify, so a file
- * created later or replaced by rename is seen, and re-checks the file's
- * identity (inode, size, mtime) every second as a safety net (network file
- * systems, symlinks swapped underneath); without inotify it polls that
- * identity every 100 ms.  A good file becomes the setting in force at the
+ * created later or replaced by rename is seen, as is the swap of a symbolic
+ * link in that directory on the way to the file (a Kubernetes ConfigMap
+ * volume's ..data), and re-checks the file's identity (inode, size, mtime)
+ * every second as a safety net (network file systems, links elsewhere
+ * swapped underneath); without inotify it polls that identity every 100 ms.  A good file becomes the setting in force at the
  * next vmem_step_end (or at once with cfg.control_immediate); a bad one
  * (missing, empty, partial, malformed) logs one error per distinct bad state
  * and changes nothing.  See docs/control.md for the format. */
@@ -38,6 +39,7 @@ int control_force_poll;
 #define DEBOUNCE_MAX_MS 500  /* read anyway when changes never stop */
 #define MAX_FILE ((size_t)1 << 20)
 #define MAX_PACE_SECONDS 600.0
+#define CHAIN_MAX 8          /* symbolic links followed inside the directory */
 
 /* One parsed control file: has_* say which keys it set. */
 typedef struct control_setting {
@@ -89,7 +91,12 @@ struct control {
     enum file_state state;
     uint64_t bad_hash, good_hash;
     uint64_t reads, good, errors;
+    uint64_t rescans;           /* changes found by the identity re-check */
     int pacing, suspended;
+    /* Names in dir that resolving path passes through besides name itself
+     * (a ConfigMap volume: ..data, ..<timestamp>); the watcher thread's. */
+    char *links[CHAIN_MAX];
+    int nlinks;
 };
 
 static void inotify_close(struct control *c)
@@ -101,8 +108,16 @@ static void inotify_close(struct control *c)
     atomic_store(&c->inotify_on, 0);
 }
 
+static void links_clear(struct control *c)
+{
+    for (int i = 0; i < c->nlinks; i++)
+        free(c->links[i]);
+    c->nlinks = 0;
+}
+
 static void control_free(struct control *c)
 {
+    links_clear(c);
     inotify_close(c);
     if (c->wake_fd >= 0)
         close(c->wake_fd);
@@ -511,8 +526,13 @@ static void file_read(struct control *c, int initial)
         vmem_log(c->v, VMEM_LOG_INFO, "control file %s: new setting: %s%s", c->path, what,
                  c->v->cfg.control_immediate || initial ? "" : "; applied at the next step end");
     }
-    if (changed && c->v->cfg.control_immediate && !initial)
+    if (changed && c->v->cfg.control_immediate && !initial) {
         control_apply_pending(c->v);
+        /* a job suspended at perf 0 writes no statistics at step ends: the
+         * scheduler would not see a cut it asked for take effect */
+        if (c->v->stats_file)
+            stats_write_file(c->v, c->v->stats_file);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -544,6 +564,55 @@ static void inotify_open(struct control *c)
     atomic_store(&c->inotify_on, 1);
 }
 
+/* Records the names in the watched directory that resolving the control
+ * file passes through.  A Kubernetes ConfigMap volume delivers the file as
+ * name -> ..data/name, ..data -> ..<timestamp>, and updates it by renaming a
+ * new ..data link over the old one: no event names the file, but one names
+ * ..data.  Links leaving the directory are not followed (the identity
+ * re-check covers them). */
+static void links_update(struct control *c)
+{
+    links_clear(c);
+    char cur[256];
+    snprintf(cur, sizeof cur, "%s", c->name);
+    size_t dlen = strlen(c->dir);
+    while (c->nlinks < CHAIN_MAX) {
+        char p[4096], t[4096];
+        snprintf(p, sizeof p, "%s/%s", c->dir, cur);
+        ssize_t n = readlink(p, t, sizeof t - 1);
+        if (n <= 0)
+            break;
+        t[n] = '\0';
+        char *rel = t;
+        if (t[0] == '/') { /* absolute, but maybe into the same directory */
+            if (strncmp(t, c->dir, dlen) != 0 || t[dlen] != '/')
+                break;
+            rel = t + dlen + 1;
+        }
+        char *slash = strchr(rel, '/');
+        if (slash)
+            *slash = '\0';
+        if (!*rel || !strcmp(rel, ".") || !strcmp(rel, "..") || strlen(rel) >= sizeof cur)
+            break;
+        snprintf(cur, sizeof cur, "%s", rel);
+        char *copy = strdup(cur);
+        if (!copy)
+            break;
+        c->links[c->nlinks++] = copy;
+    }
+}
+
+/* 1 if an event's name is the control file or a link on the way to it. */
+static int name_watched(const struct control *c, const char *name)
+{
+    if (strcmp(name, c->name) == 0)
+        return 1;
+    for (int i = 0; i < c->nlinks; i++)
+        if (strcmp(name, c->links[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* Drains the inotify queue.  Returns 1 if an event concerns the file (or
  * the watch was lost, in which case the watcher falls back to polling). */
 static int inotify_drain(struct control *c)
@@ -560,7 +629,7 @@ static int inotify_drain(struct control *c)
                 lost = 1;
             if (ev->mask & IN_Q_OVERFLOW)
                 hit = 1;
-            if (ev->len && strcmp(ev->name, c->name) == 0)
+            if (ev->len && name_watched(c, ev->name))
                 hit = 1;
             p += sizeof *ev + ev->len;
         }
@@ -621,6 +690,7 @@ static void *watcher_main(void *arg)
                 dirty = 0;
                 last_check = now;
                 file_read(c, 0);
+                links_update(c); /* a swap points ..data at a new directory */
             }
             continue;
         }
@@ -629,6 +699,9 @@ static void *watcher_main(void *arg)
             file_sig_t sig;
             sig_read(c->path, &sig);
             if (!sig_equal(&sig, &c->sig)) {
+                pthread_mutex_lock(&c->lock);
+                c->rescans++;
+                pthread_mutex_unlock(&c->lock);
                 dirty = 1; /* read after DEBOUNCE_MS, in case a write is under way */
                 dirty_since = last_event = now;
             }
@@ -708,6 +781,7 @@ vmem_status_t control_start(vmem_t *v, const char *path)
     /* Watch first, then read: a change between the two is not lost. */
     inotify_open(c);
     file_read(c, 1);
+    links_update(c);
     control_apply_pending(v); /* the file's setting at start is applied at once */
     int e = pthread_create(&c->thread, NULL, watcher_main, c);
     if (e != 0) {
@@ -903,6 +977,7 @@ vmem_status_t control_get_status(vmem_t *v, control_status_t *out)
     out->has_limit = c->file.has_limit;
     out->limit = c->file.limit;
     out->perf = c->file.has_perf ? c->file.perf : -1;
+    out->rescans = c->rescans;
     pthread_mutex_unlock(&c->lock);
     return VMEM_OK;
 }

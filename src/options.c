@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,5 +233,93 @@ vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
         }
     }
     *cfg = tmp;
+    return VMEM_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The device cap a GPU-sharing device plugin sets (docs/configuration.md)  */
+/* ------------------------------------------------------------------------ */
+
+/* Parses a cap in HAMi-core's documented syntax: decimal bytes, or decimal
+ * digits with one suffix k, m or g (either case, powers of 1024): "1073741824",
+ * "1048576k", "1024m", "1g".  Returns 0 (with *out set; 0 means "no cap", as
+ * HAMi-core reads it) or -1 for anything else, overflow included. */
+static int plugin_size_parse(const char *s, size_t *out)
+{
+    size_t n = strlen(s);
+    if (n == 0)
+        return -1;
+    unsigned shift = 0;
+    switch (s[n - 1]) {
+    case 'k': case 'K': shift = 10; n--; break;
+    case 'm': case 'M': shift = 20; n--; break;
+    case 'g': case 'G': shift = 30; n--; break;
+    default: break;
+    }
+    if (n == 0 || n > 20)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return -1;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (v > (SIZE_MAX >> shift))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+/* Reads one plugin variable.  Returns 0 with *cap 0 when it is unset or 0,
+ * -1 (and logs) when it is malformed. */
+static int plugin_var_read(const char *name, size_t *cap)
+{
+    *cap = 0;
+    const char *val = getenv(name);
+    if (!val)
+        return 0;
+    if (plugin_size_parse(val, cap) != 0) {
+        vmem_log(NULL, VMEM_LOG_ERROR,
+                 "invalid %s=\"%s\" (expected the device memory cap of a GPU-sharing plugin: "
+                 "bytes, or a number with k, m or g, e.g. 1024m)",
+                 name, val);
+        return -1;
+    }
+    return 0;
+}
+
+vmem_status_t options_limit_default(const vmem_config_t *cfg, size_t *limit, char *source,
+                                    size_t len)
+{
+    if (cfg->limit) {
+        /* VMEM_LIMIT is named when the limit is its value (vmem_create(NULL)
+         * and the adapters fill cfg from the environment). */
+        const char *env = getenv("VMEM_LIMIT");
+        size_t from_env = 0;
+        int is_env = env && vmem_parse_size(env, &from_env) == VMEM_OK && from_env == cfg->limit;
+        snprintf(source, len, "%s", is_env ? "VMEM_LIMIT" : "config");
+        *limit = cfg->limit;
+        return VMEM_OK;
+    }
+    char name[48];
+    snprintf(name, sizeof name, "CUDA_DEVICE_MEMORY_LIMIT_%d", cfg->device);
+    size_t cap = 0;
+    if (plugin_var_read(name, &cap) != 0)
+        return VMEM_ERR_ENV;
+    if (cap == 0) { /* unset or 0: the variable for every device, as HAMi-core */
+        snprintf(name, sizeof name, "CUDA_DEVICE_MEMORY_LIMIT");
+        if (plugin_var_read(name, &cap) != 0)
+            return VMEM_ERR_ENV;
+    }
+    if (cap) {
+        snprintf(source, len, "%s", name);
+        *limit = cap;
+    } else {
+        snprintf(source, len, "device");
+        *limit = 0;
+    }
     return VMEM_OK;
 }

@@ -509,21 +509,20 @@ static void match_filter(place_t *pl, size_t from, size_t k, uint64_t req, uintp
 }
 
 /* Matching (at the step's start, or again after the step left the last
- * one's sequence).  While several candidates are left, the step is taken
- * to repeat the whole last step if `from` is one (the steady state), else
- * the latest (a record ends where a step ends, so the step most likely
- * repeats its last part: the first step's record also holds building the
- * model, whose parameters come in the order in which an optimizer step
- * later walks them).  *at gets that candidate's item for the current
- * allocation.
- * Returns 1 once one candidate is left or PLACE_MATCH_MAX allocations have
- * matched, 0 while several are left, -1 when none is. */
+ * one's sequence).  While several candidates are left the earliest is
+ * taken: the step repeats the whole last step (the steady state), or the
+ * first of several repetitions in it (micro-batches), or its first layer
+ * where layers repeat; a first step's record that also holds building the
+ * model rarely has the step's own first allocations in that part.  *at
+ * gets that candidate's item for the current allocation.  Returns 1 once
+ * one candidate is left or PLACE_MATCH_MAX allocations have matched, 0
+ * while several are left, -1 when none is. */
 static int match_step(place_t *pl, size_t from, uint64_t req, uintptr_t stream, size_t *at)
 {
     match_filter(pl, from, pl->mk, req, stream);
     if (pl->ncand == 0)
         return -1;
-    *at = (pl->cand_v[0] == from ? from : pl->cand_v[pl->ncand - 1]) + pl->mk;
+    *at = pl->cand_v[0] + pl->mk;
     if (pl->ncand > 1 && pl->mk + 1 < PLACE_MATCH_MAX) {
         pl->mk++;
         return 0;

@@ -61,6 +61,19 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.planned_steps = v->place.stats.planned_steps;
     s.diverged_steps = v->place.stats.diverged_steps;
     s.plan_host_bytes = v->place.stats.last_plan_host_bytes;
+    s.device_unused = v->dev.held - (v->dev.in_use - v->dev.host_in_use);
+    double now = vmem_now();
+    if (v->unused_t0 == 0)
+        v->unused_t0 = v->unused_t = now;
+    v->unused_integral += (double)v->unused_last * (now - v->unused_t);
+    v->unused_t = now;
+    v->unused_last = s.device_unused;
+    s.device_unused_byte_seconds = v->unused_integral;
+    s.device_unused_mean = now > v->unused_t0 ? v->unused_integral / (now - v->unused_t0) : 0.0;
+    s.device_trims = v->dev.trims;
+    s.device_trimmed = v->dev.trimmed;
+    s.limit_source = v->limit_source;
+    s.device = v->cfg.device;
     pthread_mutex_unlock(&v->lock);
     memcpy(out, &s, s.size);
     return VMEM_OK;
@@ -111,6 +124,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)(s.last_step_seconds * 1e6 + 0.5));
     jprintf(&j, ",\"limit\":%zu,\"pendingLimit\":%zu,\"shrinkPending\":%s,\"startCap\":%zu",
             s.limit, s.pending_limit, s.shrink_pending ? "true" : "false", s.start_cap);
+    jprintf(&j, ",\"limitSource\":\"%s\",\"device\":%d", s.limit_source, s.device);
     jprintf(&j, ",\"deviceHeld\":%zu,\"deviceInUse\":%zu,\"deviceRequested\":%zu", s.device_held,
             s.device_in_use, s.device_requested);
     jprintf(&j, ",\"devicePeakHeld\":%zu,\"devicePeakInUse\":%zu,\"deviceRegions\":%zu",
@@ -118,6 +132,11 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"hostLimit\":%zu,\"hostHeld\":%zu,\"hostInUse\":%zu,\"hostPeakHeld\":%zu",
             s.host_limit, s.host_held, s.host_in_use, s.host_peak_held);
     jprintf(&j, ",\"hostPeakInUse\":%zu", s.host_peak_in_use);
+    /* time-dependent: fixed-width numbers, so that a length asked for first still fits */
+    jprintf(&j, ",\"deviceUnused\":%zu,\"deviceUnusedByteSeconds\":%.6e,\"deviceUnusedMean\":%.6e",
+            s.device_unused, s.device_unused_byte_seconds, s.device_unused_mean);
+    jprintf(&j, ",\"deviceTrims\":%llu,\"deviceTrimmedBytes\":%llu",
+            (unsigned long long)s.device_trims, (unsigned long long)s.device_trimmed);
     jprintf(&j, ",\"hostFallback\":%s,\"perf\":%d", s.host_fallback ? "true" : "false", s.perf);
     jprintf(&j, ",\"allocs\":%llu,\"frees\":%llu,\"spills\":%llu,\"spilledBytes\":%llu",
             (unsigned long long)s.allocs, (unsigned long long)s.frees,

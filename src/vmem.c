@@ -114,6 +114,16 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
         return VMEM_ERR_INVALID;
     }
 
+    char limit_source[48];
+    size_t limit = 0;
+    vmem_status_t lst = options_limit_default(&cfg, &limit, limit_source, sizeof limit_source);
+    if (lst != VMEM_OK)
+        return lst;
+    if (cfg.limit == 0 && limit && cfg.start_cap && limit > cfg.start_cap) {
+        limit = cfg.start_cap; /* a plugin's cap, like the device default, stops at the cap */
+        snprintf(limit_source, sizeof limit_source, "start_cap");
+    }
+
     vmem_t *v = calloc(1, sizeof *v);
     if (!v)
         return VMEM_ERR_NOMEM;
@@ -129,20 +139,30 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     }
     /* Host memory mapped in place (vmm, sim-vmm) counts as host requests. */
     v->dev_backend->host_peer = v->host_backend;
-    size_t limit = cfg.limit;
     if (limit == 0) {
         size_t free_b = 0, total_b = 0;
         if (backend_mem_info(v->dev_backend, &free_b, &total_b) == VMEM_OK)
             limit = free_b;
-        if (cfg.start_cap && limit > cfg.start_cap)
+        if (cfg.start_cap && limit > cfg.start_cap) {
             limit = cfg.start_cap; /* the default limit never exceeds the cap */
+            snprintf(limit_source, sizeof limit_source, "start_cap");
+        }
     }
+    memcpy(v->limit_source, limit_source, sizeof v->limit_source);
     size_t host_limit = cfg.host_limit ? cfg.host_limit : VMEM_DEFAULT_HOST_LIMIT;
     /* Shared device regions grow to 256 MiB at most; requests of 64 MiB or
      * more get dedicated regions (docs/benchmarks.md: fragmentation). */
     bfc_params_t dp = {.min_region = (size_t)2 << 20, .max_region = (size_t)256 << 20,
                        .split_min = BFC_ALIGN, .keep_regions = 0,
                        .dedicated_min = (size_t)64 << 20};
+    /* Region sizes and trim before growth: growth.h, VMEM_GROWTH, VMEM_TRIM. */
+    if (growth_policy_from_env(&dp.growth,
+                               (v->dev_backend->flags & BACKEND_F_CONTIGUOUS) != 0) != VMEM_OK) {
+        backend_destroy(v->dev_backend);
+        backend_destroy(v->host_backend);
+        free(v);
+        return VMEM_ERR_ENV;
+    }
     bfc_params_t hp = {.min_region = (size_t)64 << 20, .max_region = (size_t)1 << 30,
                        .split_min = BFC_ALIGN, .keep_regions = 1};
     if (bfc_init(&v->dev, v->dev_backend, &dp, limit) != VMEM_OK ||
@@ -175,8 +195,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
             return st;
         }
     }
-    vmem_log(v, VMEM_LOG_INFO, "created: backend %s, limit %zu, host limit %zu",
-             v->dev_backend->name, limit, host_limit);
+    vmem_log(v, VMEM_LOG_INFO, "created: backend %s, limit %zu (from %s), host limit %zu",
+             v->dev_backend->name, limit, v->limit_source, host_limit);
     vmem_log(v, VMEM_LOG_DEBUG, "config: device %d, start cap %zu, host fallback %s, control file %s, "
              "stats file %s", cfg.device, v->start_cap, v->host_fallback ? "on" : "off",
              v->control_file ? v->control_file : "none", v->stats_file ? v->stats_file : "none");

@@ -50,6 +50,9 @@ struct vmem {
     size_t step_dev_min, step_dev_max, step_host_min, step_host_max;
     size_t last_step_dev_min, last_step_dev_max, last_step_host_min, last_step_host_max;
     size_t stable_dev, stable_host; /* in use at the last step end */
+    /* held-but-unused integral (stats.c): value and time of the last read */
+    double unused_integral, unused_t0, unused_t;
+    size_t unused_last;
 
     /* streams: tags are per-stream only once two streams were seen.  Then
      * fences[i] is an event recorded on streams[i] at its latest free
@@ -72,6 +75,7 @@ struct vmem {
     struct control *control;
     _Atomic int perf;
     _Atomic int stats_failing;  /* the last statistics file write failed */
+    char limit_source[48];      /* where the initial limit came from (stats) */
 };
 
 /* log.c */
@@ -114,6 +118,7 @@ typedef struct control_status {
     int has_limit;       /* the last good file set "limit" (or mem_limit) */
     size_t limit;
     int perf;            /* last good file's perf, -1 if it set none */
+    uint64_t rescans;    /* changes found by the identity re-check, not by an event */
 } control_status_t;
 vmem_status_t control_get_status(vmem_t *v, control_status_t *out);
 
@@ -131,6 +136,14 @@ vmem_status_t backend_cuda_pci_bus_id(int device, char *buf, size_t len);
 
 /* stats.c */
 vmem_status_t stats_write_file(vmem_t *v, const char *path);
+
+/* options.c: the initial device limit of cfg and where it comes from
+ * (source: "VMEM_LIMIT", "config", "CUDA_DEVICE_MEMORY_LIMIT_<device>",
+ * "CUDA_DEVICE_MEMORY_LIMIT", or "device" with *limit 0: the device's free
+ * memory).  The plugin variables are read only when cfg->limit is 0.
+ * VMEM_ERR_ENV (logged) if a plugin variable is malformed. */
+vmem_status_t options_limit_default(const vmem_config_t *cfg, size_t *limit, char *source,
+                                    size_t len);
 
 /* backend_cuda.c: waits for the work queued on a stream (no-op without CUDA) */
 void backend_stream_sync(void *stream);

@@ -25,6 +25,8 @@
 #include <cjson/cJSON.h>
 #include <vmem.h>
 
+#include "prom.h"
+
 #define EXIT_USAGE 2
 
 /* The synopsis, and with full the description too. */
@@ -47,7 +49,9 @@ static void usage(FILE *f, int full)
             "              host_fallback true|false, perf 0-100 (GPU time share, 0 suspends)\n"
             "  --gpu BUSID write into the per-GPU entry BUSID (\"0000:3b:00.0\", or\n"
             "              \"sim:0\" for a simulated device) instead of the top level\n"
-            "  stats       print a statistics file (VMEM_STATS_FILE) as a table; --json: raw\n"
+            "  stats       print a statistics file (VMEM_STATS_FILE) as a table; --json: raw;\n"
+            "              --prometheus [--job NAME] [--device LABEL] [--output FILE.prom]\n"
+            "              STATS_FILE...: Prometheus text format (docs/kubernetes.md)\n"
             "  watch       print the table again every second (--interval); --count N stops\n"
             "              after N refreshes\n"
             "  --version   print vmemctl's and the loaded libvmem's version\n"
@@ -311,6 +315,13 @@ static const struct row {
     {"device", "peak in use", "devicePeakInUse", ROW_SIZE},
     {"device", "regions", "deviceRegions", ROW_COUNT},
     {"device", "fragmentation", "fragmentation", ROW_RATIO},
+    {"device", "limit from", "limitSource", ROW_TEXT},
+    {"device", "CUDA ordinal", "device", ROW_COUNT},
+    {"device", "unused (held, no block)", "deviceUnused", ROW_SIZE},
+    {"device", "unused byte-seconds", "deviceUnusedByteSeconds", ROW_COUNT},
+    {"device", "unused, mean", "deviceUnusedMean", ROW_SIZE},
+    {"device", "trims", "deviceTrims", ROW_COUNT},
+    {"device", "trimmed", "deviceTrimmedBytes", ROW_SIZE},
     {"host", "fallback", "hostFallback", ROW_BOOL},
     {"host", "limit", "hostLimit", ROW_SIZE},
     {"host", "held", "hostHeld", ROW_SIZE},
@@ -533,6 +544,10 @@ int main(int argc, char **argv)
                VMEM_VERSION_PATCH, vmem_version());
         return 0;
     }
+    if (!strcmp(cmd, "stats"))
+        for (int i = 2; i < argc; i++)
+            if (!strcmp(argv[i], "--prometheus"))
+                return prom_cli(argc - 2, argv + 2);
     /* options, then positional arguments */
     const char *gpu = NULL;
     int json = 0;

@@ -206,7 +206,7 @@ def worker_train(a):
     if a.dry_cpu:
         DEV = "cpu"
     elif L is not None:
-        L.install_torch()  # before anything touches CUDA memory
+        L.install_torch(step_hook=False)  # before anything touches CUDA memory; steps marked below
     torch.manual_seed(a.seed)
     torch.cuda.manual_seed_all(a.seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -388,7 +388,7 @@ def ddp_rank(rank, world, a, out):
     L = load_libvmem()
     import torch
     import torch.distributed as dist
-    L.install_torch()  # before set_device: CUDA's lazy init fixes the allocator
+    L.install_torch(step_hook=False)  # before set_device: CUDA's lazy init fixes the allocator
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", rank=rank, world_size=world)
     torch.manual_seed(0)

@@ -38,4 +38,4 @@ export BUILD="${BUILD:-build-gpu}"
 # libraries (framework_proof.py preloads what libvmem lacks from carry-libs).
 export LD_LIBRARY_PATH="$(dirname "$VMEM_LIBRARY"):${LD_LIBRARY_PATH:-}"
 echo "framework_proof: libvmem $VMEM_LIBRARY, build $BUILD, logs $OUT"
-exec python3 scripts/gpu/framework_proof.py "$@"
+exec python3 "scripts/gpu/${VMEM_PROOF_SCRIPT:-framework_proof.py}" "$@"

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 
@@ -258,5 +259,35 @@ Test(stats, step_end_records_min_max)
     cr_assert_eq((size_t)json_number(j, "deviceMemStable"), 16 * MiB);
     cJSON_Delete(j);
     vmem_free(v, d);
+    vmem_destroy(v);
+}
+
+/* Held but unused (issue 14): the bytes now, integrated over the time
+ * between statistics reads, and in the JSON. */
+Test(stats, held_but_unused)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, 64 * MiB, 16 * MiB, 256 * MiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    void *a = vmem_alloc(v, 1 * MiB);
+    cr_assert_not_null(a);
+    vmem_stats_t s0 = stats_of(v);
+    cr_assert_eq(s0.device_unused, s0.device_held - s0.device_in_use);
+    cr_assert_gt(s0.device_unused, 0, "a 1 MiB block in a 2 MiB region");
+    struct timespec nap = {0, 50 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    vmem_stats_t s1 = stats_of(v);
+    /* 50 ms (at least) with s0.device_unused unused */
+    cr_assert_geq(s1.device_unused_byte_seconds - s0.device_unused_byte_seconds,
+                  0.05 * (double)s0.device_unused);
+    cr_assert_gt(s1.device_unused_mean, 0);
+    cr_assert_leq(s1.device_unused_mean, (double)s1.device_held);
+    cr_assert_eq(vmem_free(v, a), VMEM_OK);
+    cJSON *j = stats_parsed(v);
+    cr_assert_eq(json_number(j, "deviceUnused"), (double)stats_of(v).device_held);
+    cr_assert_geq(json_number(j, "deviceUnusedByteSeconds"), s1.device_unused_byte_seconds - 1);
+    (void)json_number(j, "deviceUnusedMean");
+    (void)json_number(j, "deviceTrims");
+    (void)json_number(j, "deviceTrimmedBytes");
+    cJSON_Delete(j);
     vmem_destroy(v);
 }

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Runs one configuration of the two-jobs example and summarises it.
+
+    run_pair.py --config dynamic|static|hp-alone|opp-alone --out DIR --budget 20G
+                --hp-phases 32:40,96:40,192:40 --opp-batch 64 [--mode torch|sim]
+                [--opp-seconds S] [--vmemctl PATH]
+
+Starts the scheduler (dynamic, static) and the jobs (job.py) with their own
+control and statistics files in DIR, each job with VMEM_LIMIT = the budget
+(its start cap), VMEM_BACKEND (cuda with --mode torch, sim with --mode sim) and
+VMEM_CONTROL_IMMEDIATE=1 (a cut reaches a job suspended at perf 0 too).
+The opportunistic job starts once the high-priority job has run
+--opp-delay-steps steps and stops when the high-priority job ends
+(opp-alone: after --opp-seconds).  Writes DIR/summary.json: steps, samples/s,
+step times per phase, spills and failures of each job.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def read_log(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass  # a line cut by the end of the run
+    except OSError:
+        pass
+    return out
+
+
+def summarise(rows, t_start, t_end):
+    if not rows:
+        return {"steps": 0, "samples_per_s": 0.0}
+    span = max(t_end - t_start, 1e-9)
+    phases = {}
+    for r in rows:
+        phases.setdefault(r["phase"], []).append(r)
+    per_phase = []
+    for ph in sorted(phases):
+        rs = phases[ph]
+        per_phase.append({
+            "phase": ph, "batch": rs[0]["batch"], "steps": len(rs),
+            "median_step_s": statistics.median(r["step_s"] for r in rs[2:] or rs),
+            "mean_step_s": statistics.mean(r["step_s"] for r in rs),
+            "spilled_steps": sum(1 for r in rs if r["host_max"] > 0),
+            "peak_bytes": max(r["dev_max"] + r["host_max"] for r in rs)})
+    return {
+        "steps": len(rows),
+        "samples": sum(r["batch"] for r in rows),
+        "samples_per_s": sum(r["batch"] for r in rows) / span,
+        "seconds": span,
+        "spilled_steps": sum(1 for r in rows if r["host_max"] > 0),
+        "spilled_bytes": rows[-1]["spilled"],
+        "failures": rows[-1]["failures"],
+        "phases": per_phase,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", required=True,
+                    choices=["dynamic", "static", "hp-alone", "opp-alone"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget", required=True)
+    ap.add_argument("--hp-phases", required=True)
+    ap.add_argument("--opp-batch", type=int, required=True)
+    ap.add_argument("--opp-seconds", type=float, default=30)
+    ap.add_argument("--opp-delay-steps", type=int, default=8)
+    ap.add_argument("--hp-max-seconds", type=float, default=0,
+                    help="cap on the high-priority job's run (0: none)")
+    ap.add_argument("--mode", choices=["torch", "sim"], default="torch")
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--image-size", type=int, default=160)
+    ap.add_argument("--vmemctl", default=os.environ.get("VMEMCTL", "vmemctl"))
+    ap.add_argument("--scheduler-args", default="", help="extra arguments, space separated")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    files = {j: {k: os.path.join(a.out, "%s.%s" % (j, k)) for k in ("control.json", "stats.json",
+                                                                       "log.jsonl", "stdout")}
+             for j in ("hp", "opp")}
+    done = os.path.join(a.out, "hp.done")
+    for f in [done] + [p for j in files.values() for p in j.values()]:
+        if os.path.exists(f):
+            os.unlink(f)
+
+    def env_for(job):
+        e = dict(os.environ)
+        e.update(VMEM_LIMIT=a.budget, VMEM_BACKEND="cuda" if a.mode == "torch" else "sim",
+                 VMEM_CONTROL_FILE=files[job]["control.json"],
+                 VMEM_STATS_FILE=files[job]["stats.json"], VMEM_CONTROL_IMMEDIATE="1")
+        if a.mode == "sim":
+            e.setdefault("VMEM_SIM_CAPACITY", "64G")
+        return e
+
+    def job(name, extra):
+        cmd = [sys.executable, os.path.join(HERE, "job.py"), "--mode", a.mode, "--name", name,
+               "--model", a.model, "--image-size", str(a.image_size),
+               "--log", files[name]["log.jsonl"]] + extra
+        return subprocess.Popen(cmd, env=env_for(name),
+                                stdout=open(files[name]["stdout"], "w"), stderr=subprocess.STDOUT)
+
+    sched = None
+    if a.config in ("dynamic", "static"):
+        cmd = [sys.executable, os.path.join(HERE, "scheduler.py"), "--budget", a.budget,
+               "--hp", files["hp"]["control.json"], files["hp"]["stats.json"],
+               "--opp", files["opp"]["control.json"], files["opp"]["stats.json"],
+               "--mode", a.config, "--vmemctl", a.vmemctl, "--until", done,
+               "--log", os.path.join(a.out, "memory.csv")] + a.scheduler_args.split()
+        sched = subprocess.Popen(cmd, stdout=open(os.path.join(a.out, "scheduler.stdout"), "w"),
+                                 stderr=subprocess.STDOUT)
+        time.sleep(0.5)  # its first decisions are in the control files before the jobs start
+
+    procs = {}
+    t0 = time.time()
+    if a.config != "opp-alone":
+        procs["hp"] = job("hp", ["--phases", a.hp_phases, "--max-seconds", str(a.hp_max_seconds)])
+    if a.config in ("dynamic", "static"):
+        while procs["hp"].poll() is None and len(read_log(files["hp"]["log.jsonl"])) < \
+                a.opp_delay_steps:
+            time.sleep(0.05)
+    t_opp = time.time()
+    if a.config != "hp-alone":
+        extra = ["--batch", str(a.opp_batch), "--stop-file", done]
+        procs["opp"] = job("opp", extra)
+    if "hp" in procs:
+        procs["hp"].wait()
+    else:
+        time.sleep(a.opp_seconds)
+    t_end = time.time()
+    open(done, "w").close()
+    rc = {}
+    for name, p in procs.items():
+        try:
+            rc[name] = p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc[name] = "killed"
+    if sched:
+        sched.wait(timeout=30)
+    summary = {"config": a.config, "budget": a.budget, "mode": a.mode, "exit": rc,
+               "seconds": t_end - t0}
+    for name in procs:
+        start = t0 if name == "hp" else t_opp
+        rows = [r for r in read_log(files[name]["log.jsonl"]) if r["wall"] <= t_end]
+        summary[name] = summarise(rows, start, t_end)
+    with open(os.path.join(a.out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(json.dumps(summary))
+    return 0 if all(v == 0 for v in rc.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

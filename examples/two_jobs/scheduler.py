@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""An example scheduler for two jobs sharing one GPU through libvmem
+(AntMan's high-priority + opportunistic pair; docs/kubernetes.md).
+
+    scheduler.py --budget 20G --hp HP_CONTROL HP_STATS --opp OPP_CONTROL OPP_STATS
+                 [--mode dynamic|static] [--log CSV] [--until FILE]
+
+It uses nothing but the statistics files the jobs write at every step end
+(VMEM_STATS_FILE) and `vmemctl set` on their control files (VMEM_CONTROL_FILE).
+The budget is the device memory the two jobs may hold together.
+
+dynamic (default): the opportunistic job gets what the high-priority job does
+not use: budget - (the high-priority job's need + headroom), where the need is
+the most the high-priority job used in one step (device + host bytes) over the
+last --window seconds.  When the high-priority job grows (it spills to host, or
+its need rises), the opportunistic job's limit is cut at once and it is
+suspended (perf 0) while the high-priority job runs --probe-steps steps alone,
+which gives its step time alone (the baseline).  Then the opportunistic job
+runs again with a GPU time share (perf) that is halved whenever the
+high-priority job's recent median step time is more than --slo over the
+baseline and raised by 10 while it is under half of that.
+Memory only moves where it is free: the high-priority job's limit is
+budget - max(opportunistic limit, opportunistic held), the opportunistic
+job's is never above budget - high-priority held.
+
+static: each job gets half the budget, once.
+
+Every --interval seconds one CSV line records both jobs' limits, held and
+in-use bytes, host bytes and perf (for scripts/plot_two_jobs.py).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+GiB = 1 << 30
+
+
+def parse_size(text):
+    t = text.strip().upper()
+    for suffix, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if t.endswith(suffix):
+            return int(t[:-1]) << shift
+    return int(t)
+
+
+def read_stats(path):
+    """The statistics file as a dict, or None while it is missing."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+class Policy:
+    """The decisions, apart from files and clocks (unit-tested in
+    tests/examples/test_two_jobs.py).  update() takes both jobs' latest
+    statistics and the time, and returns (hp_limit, opp_limit, opp_perf)."""
+
+    def __init__(self, budget, headroom, window=5.0, probe_steps=4, slo=0.05,
+                 perf_start=50, perf_min=5, opp_min=0):
+        self.budget, self.headroom, self.window = budget, headroom, window
+        self.probe_steps, self.slo = probe_steps, slo
+        self.perf_min, self.opp_min = perf_min, opp_min
+        self.perf_run = perf_start  # the opportunistic job's share while it runs
+        self.samples = []           # (time, bytes used) of the high-priority job's steps
+        self.last_step = -1
+        self.need = 0
+        self.probing = True         # opportunistic job suspended, baseline being taken
+        self.probe_from = 0         # high-priority step count when the probe began
+        self.baseline = None        # high-priority step seconds alone
+        self.recent = []
+        self.grows = 0
+
+    @property
+    def opp_perf(self):
+        return 0 if self.probing else self.perf_run
+
+    def _grow(self, hp_steps):
+        self.grows += 1
+        self.probing = True
+        self.probe_from = hp_steps
+        self.recent = []
+
+    def _hp_step(self, hp, now):
+        self.last_step = hp.get("steps", 0)
+        used = hp["deviceMemUsedMax"] + hp["hostMemUsedMax"]
+        spilled = hp["hostMemUsedMax"] > 0
+        grew = self.need > 0 and used > self.need * 1.05 + (64 << 20)
+        self.samples.append((now, used))
+        step_s = hp["miniBatchDuration"] * 1e-6
+        if spilled or grew:
+            self._grow(self.last_step)
+        elif self.probing:
+            # the steps after the cut, alone and on the device only; the
+            # first two after it may still run beside the opportunistic job
+            if self.last_step - self.probe_from > 2:
+                self.recent.append(step_s)
+            if len(self.recent) >= self.probe_steps:
+                self.baseline = statistics.median(self.recent)
+                self.probing = False
+                self.recent = []
+        else:
+            self.recent.append(step_s)
+            if len(self.recent) >= 5:
+                ratio = statistics.median(self.recent) / self.baseline
+                if ratio > 1 + self.slo:
+                    self.perf_run = max(self.perf_min, self.perf_run // 2)
+                elif ratio < 1 + self.slo / 2:
+                    self.perf_run = min(100, self.perf_run + 10)
+                self.recent = []
+
+    def update(self, hp, opp, now):
+        if hp is not None and hp.get("steps", 0) != self.last_step and hp.get("steps", 0) > 0:
+            self._hp_step(hp, now)
+        kept = [(t, u) for t, u in self.samples if now - t <= self.window]
+        self.samples = kept or self.samples[-1:]
+        self.need = max((u for _, u in self.samples), default=0)
+
+        hp_held = hp["deviceHeld"] if hp else 0
+        opp_held = opp["deviceHeld"] if opp else 0
+        target = self.need + self.headroom if self.need else self.budget
+        want_opp = max(self.opp_min, self.budget - target)
+        # memory moves only where it is free
+        opp_limit = max(self.opp_min, min(want_opp, self.budget - hp_held))
+        hp_limit = min(self.budget - want_opp, self.budget - max(opp_limit, opp_held))
+        return max(hp_limit, 0), opp_limit, self.opp_perf
+
+
+class Job:
+    def __init__(self, name, control, stats, vmemctl):
+        self.name, self.control, self.stats, self.vmemctl = name, control, stats, vmemctl
+        self.written = {}
+
+    def set(self, key, value):
+        """vmemctl set, only when the value changes."""
+        if self.written.get(key) == value:
+            return
+        subprocess.run([self.vmemctl, "set", self.control, key, str(value)], check=True,
+                       stdout=subprocess.DEVNULL)
+        self.written[key] = value
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--budget", required=True, type=parse_size)
+    ap.add_argument("--hp", nargs=2, required=True, metavar=("CONTROL", "STATS"))
+    ap.add_argument("--opp", nargs=2, required=True, metavar=("CONTROL", "STATS"))
+    ap.add_argument("--mode", choices=["dynamic", "static"], default="dynamic")
+    ap.add_argument("--headroom", type=parse_size, default=None,
+                    help="bytes kept free for the high-priority job (default: budget/16)")
+    ap.add_argument("--interval", type=float, default=0.1)
+    ap.add_argument("--window", type=float, default=5.0)
+    ap.add_argument("--probe-steps", type=int, default=4)
+    ap.add_argument("--slo", type=float, default=0.05)
+    ap.add_argument("--perf", type=int, default=50, help="the opportunistic job's first share")
+    ap.add_argument("--vmemctl", default=os.environ.get("VMEMCTL", "vmemctl"))
+    ap.add_argument("--log", help="CSV of both jobs over time")
+    ap.add_argument("--until", help="stop once this file exists")
+    ap.add_argument("--seconds", type=float, default=0, help="stop after this long (0: never)")
+    a = ap.parse_args()
+
+    hp = Job("hp", *a.hp, a.vmemctl)
+    opp = Job("opp", *a.opp, a.vmemctl)
+    headroom = a.headroom if a.headroom is not None else a.budget // 16
+    policy = Policy(a.budget, headroom, a.window, a.probe_steps, a.slo, a.perf)
+    log = open(a.log, "w") if a.log else None
+    if log:
+        log.write("t,hp_limit,hp_held,hp_used,hp_host,opp_limit,opp_held,opp_used,opp_host,"
+                  "opp_perf,hp_need\n")
+    if a.mode == "static":
+        hp.set("limit", a.budget // 2)
+        opp.set("limit", a.budget // 2)
+        opp.set("perf", 100)
+    t0 = time.time()
+    while not (a.until and os.path.exists(a.until)) and not (a.seconds and
+                                                             time.time() - t0 > a.seconds):
+        hs, os_ = read_stats(hp.stats), read_stats(opp.stats)
+        now = time.time() - t0
+        if a.mode == "dynamic":
+            hp_limit, opp_limit, perf = policy.update(hs, os_, now)
+            # cut first, then grant: the order keeps the sum within the budget
+            if opp.written.get("limit", 1 << 62) > opp_limit:
+                opp.set("limit", opp_limit)
+                hp.set("limit", hp_limit)
+            else:
+                hp.set("limit", hp_limit)
+                opp.set("limit", opp_limit)
+            opp.set("perf", perf)
+        if log:
+            def g(s, k):
+                return s.get(k, 0) if s else 0
+            log.write("%.3f,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d\n" % (
+                now, g(hs, "limit"), g(hs, "deviceHeld"), g(hs, "deviceMemUsedMax"),
+                g(hs, "hostMemUsedMax"), g(os_, "limit"), g(os_, "deviceHeld"),
+                g(os_, "deviceMemUsedMax"), g(os_, "hostMemUsedMax"), g(os_, "perf"),
+                policy.need))
+            log.flush()
+        time.sleep(a.interval)
+    opp.set("perf", 100)  # never leave the opportunistic job suspended
+    if log:
+        log.close()
+    print("scheduler: %d growth events" % policy.grows, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""Fast while cut (issue 11): step time of real training jobs whose libvmem
+limit is cut below their peak, against the two floors, on a real GPU.
+
+    python3 scripts/gpu/cut_bench.py [--jobs gpt2,resnet50,bert] [--modes naive,planned]
+    (bash scripts/gpu/cut-bench.sh, through scripts/gpu-run.sh, sets the paths)
+
+For each job and placement mode one process (libvmem as PyTorch's
+allocator, VMEM_PLACEMENT set, steps marked by the optimizer post-step hook
+that install_torch() installs) runs: F full steps; the limit cut to 75% of
+the peak in use (devicePeakInUse) for C steps; raised back for R steps; cut
+to 50% for C steps; raised back for R steps.  Per step: wall time (the step
+synchronised), loss, bytes placed on host (spilledBytes), moved to host,
+planned/fallback bytes, host bytes in use.  One more process per job, with
+no cut, gives the losses to compare with (same seed, deterministic
+settings).  The first process also measures, in the same run, a kernel's
+bandwidth to mapped host memory (read and write through a libvmem block that
+lies on host memory) and the copy bandwidth per direction (pinned host <->
+device, cudaMemcpyAsync), which give the floors:
+  zero-copy floor = full step + 2 x (peak in use - limit) / kernel bandwidth
+  overlap floor   = max(full step, (peak in use - limit) / copy bandwidth)
+Results: $OUT/cut-bench.json and a table on stdout.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "gpu"))
+OUT = os.environ.get("OUT") or "/tmp/vmem-cut"
+GiB = 1 << 30
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def build(job, torch, batch):
+    nn, F = torch.nn, torch.nn.functional
+    g = torch.Generator().manual_seed(1234)
+    if job == "resnet50":
+        import torchvision
+        model = torchvision.models.resnet50(weights=None, num_classes=1000)
+        xs = [torch.randn(batch or 64, 3, 224, 224, generator=g) for _ in range(2)]
+        ys = [torch.randint(0, 1000, (batch or 64,), generator=g) for _ in range(2)]
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+        def step_fn(m, i):
+            return F.cross_entropy(m(xs[i % 2].cuda()), ys[i % 2].cuda())
+        return model, opt, step_fn, False
+    import transformers
+    if job == "gpt2":
+        cfg = transformers.GPT2Config()
+        model = transformers.GPT2LMHeadModel(cfg)
+        toks = [torch.randint(0, cfg.vocab_size, (batch or 8, 1024), generator=g) for _ in range(2)]
+
+        def step_fn(m, i):
+            x = toks[i % 2].cuda()
+            return m(input_ids=x, labels=x).loss
+    else:  # bert: BERT-base masked LM
+        cfg = transformers.BertConfig()
+        model = transformers.BertForMaskedLM(cfg)
+        toks = [torch.randint(0, cfg.vocab_size, (batch or 32, 512), generator=g) for _ in range(2)]
+
+        def step_fn(m, i):
+            x = toks[i % 2].cuda()
+            return m(input_ids=x, labels=x).loss
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    return model, opt, step_fn, True
+
+
+def bandwidths(L, torch):
+    """Kernel bandwidth to mapped host memory and copy bandwidth, GB/s."""
+    res = {}
+    n = GiB
+    L.trim()
+    held = L.stats()["deviceHeld"]
+    L.set_limit(max(held, 64 << 20))  # nothing new fits: the block goes to host
+    before = L.stats()["spilledBytes"]
+    x = torch.empty(n // 4, dtype=torch.float32, device="cuda")
+    res["probe_on_host"] = L.stats()["spilledBytes"] - before >= n
+    torch.cuda.synchronize()
+    L.set_limit(L.stats()["startCap"])
+    d = torch.empty(n // 4, dtype=torch.float32, device="cuda")
+
+    def timed(fn, reps=5):
+        fn()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts)
+
+    res["kernel_write_gbs"] = n / timed(lambda: x.fill_(1.0)) / 1e9
+    res["kernel_read_gbs"] = n / timed(lambda: d.copy_(x)) / 1e9  # reads host, writes HBM
+    res["kernel_read_sum_gbs"] = n / timed(lambda: x.sum()) / 1e9
+    del x
+    h = torch.empty(n // 4, dtype=torch.float32, pin_memory=True)
+    res["copy_h2d_gbs"] = n / timed(lambda: d.copy_(h, non_blocking=True)) / 1e9
+    res["copy_d2h_gbs"] = n / timed(lambda: h.copy_(d, non_blocking=True)) / 1e9
+    del d, h
+    return res
+
+
+def worker(a):
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    import framework_proof as fp
+    L = fp.load_libvmem()
+    import torch
+    L.install_torch()  # with the optimizer post-step hook: no step_end() below
+    torch.manual_seed(0)
+    torch.cuda.manual_seed_all(0)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    model, opt, step_fn, amp = build(a.job, torch, a.batch)
+    model = model.cuda().train()
+    res = {"job": a.job, "mode": a.mode, "gpu": torch.cuda.get_device_name(0),
+           "torch": torch.__version__, "steps": []}
+    phases = [("full", None, a.full)]
+    if a.mode != "uncut":
+        phases += [("cut75", 0.75, a.cut), ("raised75", 1.0, a.raised),
+                   ("cut50", 0.5, a.cut), ("raised50", 1.0, a.raised)]
+    else:
+        phases += [("more", None, 2 * (a.cut + a.raised))]
+    start = L.stats()["startCap"]
+    peak = None
+    i = 0
+    try:
+        for name, frac, n in phases:
+            if frac is not None:
+                if peak is None:
+                    peak = L.stats()["devicePeakInUse"]
+                    res["peak_in_use"] = peak
+                torch.cuda.synchronize()
+                lim = start if frac >= 1.0 else int(peak * frac)
+                L.set_limit(lim)
+                res.setdefault("limits", {})[name] = lim
+            for k in range(n):
+                s0 = L.stats()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                    loss = step_fn(model, i)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()  # the hook ends the libvmem step here
+                torch.cuda.synchronize()
+                dt = time.perf_counter() - t0
+                s1 = L.stats()
+                rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
+                       "host_placed": s1["spilledBytes"] - s0["spilledBytes"],
+                       "planned": s1["placedHostBytes"] - s0["placedHostBytes"],
+                       "fallback": s1["fallbackBytes"] - s0["fallbackBytes"],
+                       "moved_to_host": s1["movedToHostBytes"] - s0["movedToHostBytes"],
+                       "moved_to_device": s1["movedToDeviceBytes"] - s0["movedToDeviceBytes"],
+                       "host_in_use": s1["hostInUse"], "dev_max": s1["deviceMemUsedMax"],
+                       "limit": s1["limit"]}
+                res["steps"].append(rec)
+                log("%s %s %-8s %2d %8.1f ms loss %.5f host %.2f GB (plan %.2f fb %.2f mv %.2f) "
+                    "host in use %.2f GB" % (a.job, a.mode, name, k, rec["ms"], rec["loss"],
+                                             rec["host_placed"] / 1e9, rec["planned"] / 1e9,
+                                             rec["fallback"] / 1e9, rec["moved_to_host"] / 1e9,
+                                             rec["host_in_use"] / 1e9))
+                i += 1
+        if a.bandwidth:
+            res["bandwidth"] = bandwidths(L, torch)
+            log("bandwidth", res["bandwidth"])
+        res["ok"] = True
+    except Exception as e:
+        res["ok"] = False
+        res["error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+        log("error", res["error"])
+    res["final_stats"] = L.stats()
+    with open(a.result, "w") as f:
+        json.dump(res, f)
+    return 0
+
+
+def summarise(results):
+    bw = next((r["bandwidth"] for r in results if r.get("bandwidth")), None)
+    rows = []
+    for r in results:
+        if r["mode"] == "uncut" or not r.get("ok"):
+            continue
+        st = r["steps"]
+        full = statistics.median(s["ms"] for s in st if s["phase"] == "full" and s["k"] >= 2)
+        ref = next((u for u in results if u["job"] == r["job"] and u["mode"] == "uncut"), None)
+        for cut, raised in (("cut75", "raised75"), ("cut50", "raised50")):
+            ph = [s for s in st if s["phase"] == cut]
+            later = [s["ms"] for s in ph if s["k"] >= 2] or [s["ms"] for s in ph]
+            ms = statistics.median(later)
+            lim = r["limits"][cut]
+            excess = max(r["peak_in_use"] - lim, 0)
+            row = {"job": r["job"], "mode": r["mode"], "cut": cut, "full_ms": full, "cut_ms": ms,
+                   "slowdown": ms / full, "peak_in_use": r["peak_in_use"], "limit": lim,
+                   "host_bytes_per_step": statistics.median(s["host_placed"] + s["moved_to_host"]
+                                                            for s in ph if s["k"] >= 2) if len(ph) > 2 else None,
+                   "first_cut_steps_ms": [round(s["ms"], 1) for s in ph[:3]]}
+            if bw:
+                kbw = bw["kernel_read_gbs"] * 1e9
+                row["zero_copy_floor_ms"] = full + 2 * excess / kbw * 1e3
+                cbw = min(bw["copy_h2d_gbs"], bw["copy_d2h_gbs"]) * 1e9
+                row["overlap_floor_ms"] = max(full, excess / cbw * 1e3)
+                row["vs_zero_copy_floor"] = ms / row["zero_copy_floor_ms"]
+            rs = [s for s in st if s["phase"] == raised]
+            if len(rs) > 1:
+                row["raised_second_step_ms"] = rs[1]["ms"]
+                row["raised_vs_full"] = rs[1]["ms"] / full
+                row["host_in_use_after_raise"] = rs[-1]["host_in_use"]
+            if ref:
+                mine = [s["loss"] for s in st]
+                theirs = [s["loss"] for s in ref["steps"]][:len(mine)]
+                row["losses_bitwise_equal"] = mine == theirs
+                row["max_loss_diff"] = max(abs(x - y) for x, y in zip(mine, theirs))
+            rows.append(row)
+    return bw, rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--worker", action="store_true")
+    p.add_argument("--jobs", default="gpt2,resnet50,bert")
+    p.add_argument("--modes", default="naive,planned")
+    p.add_argument("--job")
+    p.add_argument("--mode")
+    p.add_argument("--batch", type=int, default=0)
+    p.add_argument("--full", type=int, default=5)
+    p.add_argument("--cut", type=int, default=5)
+    p.add_argument("--raised", type=int, default=3)
+    p.add_argument("--bandwidth", action="store_true")
+    p.add_argument("--result")
+    p.add_argument("--timeout", type=int, default=300)
+    a = p.parse_args()
+    if a.worker:
+        return worker(a)
+    os.makedirs(OUT, exist_ok=True)
+    results = []
+    first = True
+    for job in a.jobs.split(","):
+        for mode in a.modes.split(",") + ["uncut"]:
+            out = os.path.join(OUT, "cut-%s-%s.json" % (job, mode))
+            env = dict(os.environ, VMEM_PLACEMENT="naive" if mode == "naive" else "planned")
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--job", job, "--mode", mode,
+                   "--full", str(a.full), "--cut", str(a.cut), "--raised", str(a.raised),
+                   "--result", out] + (["--batch", str(a.batch)] if a.batch else [])
+            if first and mode != "uncut":
+                cmd.append("--bandwidth")
+                first = False
+            log("== %s %s" % (job, mode))
+            try:
+                subprocess.run(cmd, env=env, timeout=a.timeout)
+            except subprocess.TimeoutExpired:
+                log("timeout: %s %s" % (job, mode))
+            if os.path.exists(out):
+                with open(out) as f:
+                    results.append(json.load(f))
+    bw, rows = summarise(results)
+    with open(os.path.join(OUT, "cut-bench.json"), "w") as f:
+        json.dump({"bandwidth": bw, "rows": rows, "runs": results}, f, indent=1)
+    log("\nbandwidth (GB/s):", json.dumps(bw))
+    log("%-9s %-8s %-6s %8s %9s %7s %10s %8s %9s %8s %6s" % (
+        "job", "mode", "cut", "full ms", "cut ms", "x full", "zc floor", "x zc", "ov floor",
+        "raised2", "losses"))
+    for r in rows:
+        log("%-9s %-8s %-6s %8.1f %9.1f %7.2f %10.1f %8.2f %9.1f %8.2f %6s" % (
+            r["job"], r["mode"], r["cut"], r["full_ms"], r["cut_ms"], r["slowdown"],
+            r.get("zero_copy_floor_ms", float("nan")), r.get("vs_zero_copy_floor", float("nan")),
+            r.get("overlap_floor_ms", float("nan")), r.get("raised_vs_full", float("nan")),
+            r.get("losses_bitwise_equal")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Two PyTorch training jobs on one GPU, each on libvmem with its own control
+# file, steered by examples/two_jobs/scheduler.py (docs/kubernetes.md).
+# About 4 minutes on an H100/H200: four runs (high-priority job alone,
+# opportunistic job alone, static 50/50, dynamic), a table last, JSON, CSV and
+# an SVG plot under $OUT.
+#
+#   scripts/gpu-run.sh device scripts/gpu/two-jobs.sh      # through the runner
+#   OUT=/tmp/two bash scripts/gpu/two-jobs.sh              # standalone (build-gpu/ built)
+# Knobs (environment): TWO_JOBS_HP_PHASES (default 32:40,96:40,192:40 = batch:steps),
+# TWO_JOBS_OPP_BATCH (96), TWO_JOBS_MODEL (resnet50), TWO_JOBS_HP_MAX_SECONDS (50).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:=/tmp/vmem-two-jobs}" "${BUILD:=build-gpu}"
+export OUT BUILD
+mkdir -p "$OUT"
+if [ -z "${VMEM_LIBRARY:-}" ]; then
+    export VMEM_LIBRARY="$PWD/$BUILD/src/libvmem.so.0"
+fi
+if [ ! -e "$VMEM_LIBRARY" ] || [ ! -x "$BUILD/tools/vmemctl" ]; then
+    echo "two-jobs: $VMEM_LIBRARY or $BUILD/tools/vmemctl missing (scripts/gpu-run.sh prepare)"
+    exit 2
+fi
+export LD_LIBRARY_PATH="$(dirname "$VMEM_LIBRARY"):$PWD/$BUILD/carry-cuda:${LD_LIBRARY_PATH:-}"
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+exec python3 scripts/gpu/two_jobs.py

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""The example scheduler of examples/two_jobs on the CPU.
+
+1. Its policy against scripted statistics: the opportunistic job gets what
+   the high-priority job does not use, is cut and suspended when the
+   high-priority job grows, its share follows the high-priority job's step
+   time, and memory moves only where it is free (never more than the budget
+   promised between the two, whatever the order the jobs apply changes in).
+2. End to end with two simulated jobs (libvmem's sim backend, real control
+   and statistics files, vmemctl): no failed allocation, the opportunistic job
+   cut when the high-priority job grows, the high-priority job back on the
+   device after each growth.
+
+usage: test_two_jobs.py   (VMEMCTL_EXE and VMEM_LIBRARY from meson)
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "examples", "two_jobs"))
+import scheduler  # noqa: E402
+
+GiB, MiB = 1 << 30, 1 << 20
+FAILS = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what)
+
+
+def hp_stats(step, used, host=0, held=None, step_s=0.1):
+    return {"steps": step, "deviceMemUsedMax": used, "hostMemUsedMax": host,
+            "deviceHeld": used if held is None else held, "miniBatchDuration": step_s * 1e6}
+
+
+def opp_stats(held):
+    return {"deviceHeld": held}
+
+
+def test_policy():
+    budget, head = 16 * GiB, 1 * GiB
+    p = scheduler.Policy(budget, head, window=5.0, probe_steps=4, slo=0.05, perf_start=50)
+    t = 0.0
+    # the high-priority job alone at 4 GiB: probe, then the opportunistic job runs
+    for step in range(1, 10):
+        t += 0.1
+        hp_l, opp_l, perf = p.update(hp_stats(step, 4 * GiB), opp_stats(0), t)
+    check(p.baseline is not None and abs(p.baseline - 0.1) < 1e-9, "baseline from the probe")
+    check(perf == 50, "opportunistic share after the probe: %d" % perf)
+    check(opp_l == budget - 4 * GiB - head, "opportunistic limit %d" % opp_l)
+    check(hp_l == budget - opp_l, "high-priority limit %d" % hp_l)
+
+    # the opportunistic job fills its limit; the high-priority job grows to 9
+    # GiB and spills: cut and suspended at once, memory granted as it frees
+    opp_held = opp_l
+    t += 0.1
+    hp_l, opp_l, perf = p.update(hp_stats(10, 5 * GiB, host=4 * GiB), opp_stats(opp_held), t)
+    check(perf == 0, "suspended on growth")
+    check(opp_l == budget - 9 * GiB - head, "cut to what the grown job leaves: %d" % opp_l)
+    check(hp_l == budget - opp_held, "no grant before the opportunistic job frees: %d" % hp_l)
+    t += 0.1
+    hp_l, opp_l, perf = p.update(hp_stats(11, 5 * GiB, host=4 * GiB), opp_stats(opp_l), t)
+    check(hp_l == budget - opp_l, "granted once freed")
+    # the grown job runs on the device only: after the probe the share is back
+    for step in range(12, 20):
+        t += 0.1
+        hp_l, opp_l, perf = p.update(hp_stats(step, 9 * GiB, step_s=0.2), opp_stats(opp_l), t)
+    check(perf == 50 and abs(p.baseline - 0.2) < 1e-9, "new baseline %s, share %d" %
+          (p.baseline, perf))
+
+    # step time 20% over the baseline: the share halves; under it: it rises
+    for step in range(20, 25):
+        t += 0.1
+        hp_l, opp_l, perf = p.update(hp_stats(step, 9 * GiB, step_s=0.24), opp_stats(opp_l), t)
+    check(perf == 25, "share halved on slowdown: %d" % perf)
+    for step in range(25, 30):
+        t += 0.1
+        hp_l, opp_l, perf = p.update(hp_stats(step, 9 * GiB, step_s=0.2), opp_stats(opp_l), t)
+    check(perf == 35, "share raised when back within the target: %d" % perf)
+
+    # the high-priority job's need falls: once the window has passed, it is
+    # lowered first; the opportunistic job gets only what it has given back
+    hp_held = 10 * GiB
+    for step in range(30, 90):
+        t += 0.1
+        hp_l, opp_l, perf = p.update(hp_stats(step, 3 * GiB, held=hp_held), opp_stats(opp_l), t)
+    check(hp_l == 3 * GiB + head, "high-priority limit lowered to need + headroom: %d" % hp_l)
+    check(opp_l == budget - hp_held, "no grant of what it still holds: %d" % opp_l)
+    t += 0.1
+    hp_l, opp_l, perf = p.update(hp_stats(90, 3 * GiB, held=3 * GiB), opp_stats(opp_l), t)
+    check(opp_l == budget - 3 * GiB - head, "granted once given back: %d" % opp_l)
+
+
+def test_policy_never_promises_more_than_the_budget():
+    rng = random.Random(7)
+    budget = 20 * GiB
+    p = scheduler.Policy(budget, GiB)
+    hp_limit, opp_limit = budget, 0
+    hp_held = opp_held = 0
+    for i in range(1, 3000):
+        # each job holds at most the limit it has applied, and applies a new
+        # limit at some later time (or never, for a while)
+        used = rng.choice([2, 4, 8, 12, 16]) * GiB
+        host = max(0, used - hp_limit)
+        hp_held = min(hp_limit, used)
+        opp_held = min(opp_limit, rng.randrange(0, budget))
+        new_hp, new_opp, perf = p.update(hp_stats(i, used - host, host, hp_held),
+                                         opp_stats(opp_held), i * 0.05)
+        check(new_hp + opp_held <= budget, "grant over what the other holds at %d" % i)
+        check(new_opp + hp_held <= budget, "opp grant over what hp holds at %d" % i)
+        check(new_hp + new_opp <= budget, "limits over the budget at %d" % i)
+        check(0 <= perf <= 100, "perf %d" % perf)
+        if rng.random() < 0.5:
+            hp_limit = new_hp
+        if rng.random() < 0.5:
+            opp_limit = new_opp
+        if FAILS:
+            return
+
+
+def test_end_to_end_sim():
+    vmemctl = os.environ.get("VMEMCTL_EXE") or os.path.join(ROOT, "build", "tools", "vmemctl")
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, os.path.join(ROOT, "examples", "two_jobs", "run_pair.py"),
+               "--config", "dynamic", "--mode", "sim", "--out", out, "--budget", "3G",
+               "--hp-phases", "8:30,32:40,64:40", "--opp-batch", "40", "--vmemctl", vmemctl,
+               "--opp-delay-steps", "10", "--scheduler-args", "--interval 0.02"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        check(r.returncode == 0, "run_pair exit %d: %s %s" % (r.returncode, r.stdout[-2000:],
+                                                             r.stderr[-2000:]))
+        if r.returncode != 0:
+            return
+        s = json.load(open(os.path.join(out, "summary.json")))
+        check(s["hp"]["failures"] == 0 and s["opp"]["failures"] == 0, "failed allocations")
+        check(s["opp"]["steps"] > 5, "the opportunistic job hardly ran: %d" % s["opp"]["steps"])
+        ph = s["hp"]["phases"]
+        check(len(ph) == 3 and [x["steps"] for x in ph] == [30, 40, 40], "phases %s" % ph)
+        for x in ph[1:]:
+            # growth costs a few spilled steps, then it is back on the device
+            check(x["spilled_steps"] <= 10, "phase %d spilled %d steps" % (x["phase"],
+                                                                         x["spilled_steps"]))
+        rows = [json.loads(line) for line in open(os.path.join(out, "hp.log.jsonl"))]
+        last = [r for r in rows if r["phase"] == 2][-10:]
+        check(all(r["host_max"] == 0 for r in last), "still spilling at the end of phase 2")
+        csv = [line.split(",") for line in open(os.path.join(out, "memory.csv"))][1:]
+        opp_limits = [int(c[5]) for c in csv if int(c[5]) > 0]
+        check(opp_limits and min(opp_limits) < max(opp_limits),
+              "the opportunistic job's limit never moved")
+        perfs = {int(c[9]) for c in csv}
+        check(0 in perfs and any(x > 0 for x in perfs), "perf never suspended/resumed: %s" % perfs)
+
+
+def main():
+    test_policy()
+    test_policy_never_promises_more_than_the_budget()
+    test_end_to_end_sim()
+    print("%d failure(s)" % len(FAILS))
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

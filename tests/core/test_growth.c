@@ -1,0 +1,229 @@
+/*
+ * The growth and trim policy (src/growth.h): the pure functions, the
+ * environment, and what the engine does with them (bfc_check after every
+ * operation).
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "bfc.h"
+#include "common.h"
+#include "growth.h"
+
+static const growth_policy_t legacy = {0};
+static const growth_policy_t tight = {.tight = 1};
+
+Test(growth, legacy_doubles_and_aligns)
+{
+    /* 2 MiB lacking, next region 8 MiB: the doubling size; contiguous with a
+     * 64 MiB grow_align from offset 0: up to 64 MiB. */
+    cr_assert_eq(growth_size(&legacy, 2 * MiB, 8 * MiB, 0, 0, 0, 0, GiB), 8 * MiB);
+    cr_assert_eq(growth_size(&legacy, 2 * MiB, 8 * MiB, 0, 1, 64 * MiB, 0, GiB), 64 * MiB);
+    /* the alignment counts from where the region starts */
+    cr_assert_eq(growth_size(&legacy, 2 * MiB, 8 * MiB, 0, 1, 64 * MiB, 60 * MiB, GiB), 68 * MiB);
+    /* dedicated: its own size */
+    cr_assert_eq(growth_size(&legacy, 70 * MiB, 256 * MiB, 1, 0, 0, 0, GiB), 70 * MiB);
+    /* never above the room */
+    cr_assert_eq(growth_size(&legacy, 2 * MiB, 8 * MiB, 0, 0, 0, 0, 4 * MiB), 4 * MiB);
+}
+
+Test(growth, tight_grows_contiguous_arenas_by_what_is_missing)
+{
+    /* small lack: exactly that, no 64 MiB rounding */
+    cr_assert_eq(growth_size(&tight, 2 * MiB, 256 * MiB, 0, 1, 64 * MiB, 0, GiB), 2 * MiB);
+    cr_assert_eq(growth_size(&tight, 40 * MiB, 256 * MiB, 0, 1, 64 * MiB, 6 * MiB, GiB), 40 * MiB);
+    /* a lack of a big handle or more ends on a big-handle boundary */
+    cr_assert_eq(growth_size(&tight, 100 * MiB, 2 * MiB, 0, 1, 64 * MiB, 0, GiB), 128 * MiB);
+    cr_assert_eq(growth_size(&tight, 64 * MiB, 2 * MiB, 0, 1, 64 * MiB, 2 * MiB, GiB), 126 * MiB);
+    /* ... unless the room does not allow it */
+    cr_assert_eq(growth_size(&tight, 100 * MiB, 2 * MiB, 0, 1, 64 * MiB, 0, 110 * MiB), 100 * MiB);
+    /* separate regions keep doubling (docs/benchmarks.md) */
+    cr_assert_eq(growth_size(&tight, 2 * MiB, 32 * MiB, 0, 0, 0, 0, GiB), 32 * MiB);
+}
+
+Test(growth, trim_target)
+{
+    growth_policy_t on = {.tight = 1, .trim = 1, .trim_slack = 0.02};
+    /* off: never */
+    cr_assert_eq(growth_trim_target(&tight, 500 * MiB, 100 * MiB, 100 * MiB), SIZE_MAX);
+    /* within 2 % of the high-water mark: nothing */
+    cr_assert_eq(growth_trim_target(&on, 0, 100 * MiB, 100 * MiB), SIZE_MAX);
+    cr_assert_eq(growth_trim_target(&on, 2 * MiB, 100 * MiB, 100 * MiB), SIZE_MAX);
+    /* above: hold at most the allowance less the growth */
+    size_t allow = (size_t)(100.0 * MiB * 1.02);
+    cr_assert_eq(growth_trim_target(&on, 64 * MiB, 100 * MiB, 100 * MiB), allow - 100 * MiB);
+    /* a growth above the allowance: give back all that is free */
+    cr_assert_eq(growth_trim_target(&on, 64 * MiB, 200 * MiB, 100 * MiB), 0);
+}
+
+Test(growth, environment)
+{
+    growth_policy_t p;
+    unsetenv("VMEM_GROWTH");
+    unsetenv("VMEM_TRIM");
+    unsetenv("VMEM_TRIM_AGE");
+    cr_assert_eq(growth_policy_from_env(&p, 0), VMEM_OK);
+    cr_assert(p.tight && p.trim && p.trim_slack == GROWTH_TRIM_DEFAULT);
+    cr_assert_eq(p.trim_age, GROWTH_TRIM_AGE_DEFAULT);
+    cr_assert_eq(growth_policy_from_env(&p, 1), VMEM_OK);
+    cr_assert(p.tight && !p.trim);
+    setenv("VMEM_GROWTH", "legacy", 1);
+    setenv("VMEM_TRIM", "0.5", 1);
+    setenv("VMEM_TRIM_AGE", "1000", 1);
+    cr_assert_eq(growth_policy_from_env(&p, 1), VMEM_OK);
+    cr_assert(!p.tight && p.trim && p.trim_slack == 0.005 && p.trim_age == 1000);
+    setenv("VMEM_TRIM", "off", 1);
+    cr_assert_eq(growth_policy_from_env(&p, 0), VMEM_OK);
+    cr_assert(!p.trim);
+    /* bad values: an error, p untouched */
+    const char *bad[][2] = {{"VMEM_GROWTH", "double"}, {"VMEM_TRIM", "-1"}, {"VMEM_TRIM", "2%"},
+                            {"VMEM_TRIM", ""}, {"VMEM_TRIM_AGE", "-3"}, {"VMEM_TRIM_AGE", "x"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        unsetenv("VMEM_GROWTH");
+        unsetenv("VMEM_TRIM");
+        unsetenv("VMEM_TRIM_AGE");
+        setenv(bad[i][0], bad[i][1], 1);
+        growth_policy_t q = {.tight = 7};
+        cr_assert_eq(growth_policy_from_env(&q, 0), VMEM_ERR_ENV, "%s=%s", bad[i][0], bad[i][1]);
+        cr_assert_eq(q.tight, 7);
+    }
+    unsetenv("VMEM_GROWTH");
+    unsetenv("VMEM_TRIM");
+    unsetenv("VMEM_TRIM_AGE");
+}
+
+/* ------------------------------------------------------------------------ */
+/* In the engine                                                            */
+/* ------------------------------------------------------------------------ */
+
+static backend_t *be;
+static bfc_arena_t arena;
+
+static bfc_arena_t *open_arena(int vmm_style, const growth_policy_t *g, size_t grow_align)
+{
+    bfc_params_t p = {.min_region = 2 * MiB, .max_region = 256 * MiB, .split_min = 256,
+                      .dedicated_min = 64 * MiB, .growth = *g};
+    cr_assert_eq(backend_sim_create(8 * GiB, vmm_style, &be), VMEM_OK);
+    be->grow_align = grow_align;
+    cr_assert_eq(bfc_init(&arena, be, &p, 8 * GiB), VMEM_OK);
+    return &arena;
+}
+
+static void close_arena(void)
+{
+    bfc_fini(&arena);
+    backend_destroy(be);
+}
+
+static void *checked_alloc(bfc_arena_t *a, size_t n)
+{
+    void *p = bfc_alloc(a, n, 0);
+    cr_assert_not_null(p);
+    char why[256] = "";
+    cr_assert_eq(bfc_check(a, why, sizeof why), VMEM_OK, "%s", why);
+    return p;
+}
+
+static void checked_free(bfc_arena_t *a, void *p)
+{
+    cr_assert_eq(bfc_free(a, p, 0, NULL), VMEM_OK);
+    char why[256] = "";
+    cr_assert_eq(bfc_check(a, why, sizeof why), VMEM_OK, "%s", why);
+}
+
+/* An empty dedicated region that cannot serve the next large request goes
+ * back before the arena grows for it (before: it stayed, held 164 MiB). */
+Test(growth, trim_gives_back_an_empty_region_before_growing)
+{
+    growth_policy_t g = {.tight = 1, .trim = 1, .trim_slack = 0.02};
+    bfc_arena_t *a = open_arena(0, &g, 0);
+    checked_free(a, checked_alloc(a, 64 * MiB));
+    cr_assert_eq(a->held, 64 * MiB);
+    void *b = checked_alloc(a, 100 * MiB);
+    cr_assert_eq(a->held, 100 * MiB);
+    cr_assert_eq(a->peak_held, 100 * MiB);
+    cr_assert_eq(a->trims, 1);
+    cr_assert_eq(a->trimmed, 64 * MiB);
+    checked_free(a, b);
+    close_arena();
+}
+
+Test(growth, trim_off_keeps_the_empty_region)
+{
+    bfc_arena_t *a = open_arena(0, &tight, 0);
+    checked_free(a, checked_alloc(a, 64 * MiB));
+    void *b = checked_alloc(a, 100 * MiB);
+    cr_assert_eq(a->held, 164 * MiB);
+    cr_assert_eq(a->trims, 0);
+    checked_free(a, b);
+    close_arena();
+}
+
+/* A workload that needs the trimmed memory again: after the first time,
+ * trims stop (no backend calls in a repeating steady state). */
+Test(growth, trim_stops_when_it_only_churns)
+{
+    growth_policy_t g = {.tight = 1, .trim = 1, .trim_slack = 0.02};
+    bfc_arena_t *a = open_arena(0, &g, 0);
+    uint64_t allocs_after[6];
+    for (int i = 0; i < 6; i++) {
+        void *x = checked_alloc(a, 64 * MiB);
+        void *y = checked_alloc(a, 100 * MiB); /* both live: 164 MiB needed */
+        checked_free(a, x);
+        checked_free(a, y);
+        checked_free(a, checked_alloc(a, 100 * MiB));
+        checked_free(a, checked_alloc(a, 64 * MiB));
+        allocs_after[i] = a->region_allocs;
+    }
+    /* settled: no region requests in the later rounds */
+    cr_assert_eq(allocs_after[5], allocs_after[2], "%llu region requests in rounds 3-6",
+                 (unsigned long long)(allocs_after[5] - allocs_after[2]));
+    cr_assert_leq(a->trims, 2);
+    close_arena();
+}
+
+/* Contiguous: a 2 MiB request grows by 2 MiB (before: a 64 MiB region,
+ * grow_align), a 100 MiB one to the next 64 MiB boundary. */
+Test(growth, tight_contiguous_growth)
+{
+    bfc_arena_t *a = open_arena(1, &tight, 64 * MiB);
+    void *s = checked_alloc(a, 2 * MiB);
+    cr_assert_eq(a->held, 2 * MiB);
+    void *l = checked_alloc(a, 100 * MiB);
+    cr_assert_eq(a->held, 128 * MiB);
+    cr_assert_eq(a->nregions, 1);
+    checked_free(a, l);
+    checked_free(a, s);
+    close_arena();
+    a = open_arena(1, &legacy, 64 * MiB);
+    s = checked_alloc(a, 2 * MiB);
+    cr_assert_eq(a->held, 64 * MiB);
+    checked_free(a, s);
+    close_arena();
+}
+
+/* A trim on a splittable arena gives back holes, never the free tail the
+ * growth is extending. */
+Test(growth, trim_keeps_the_tail)
+{
+    growth_policy_t g = {.tight = 1, .trim = 1, .trim_slack = 0.0};
+    bfc_arena_t *a = open_arena(1, &g, 0);
+    void *h = checked_alloc(a, 8 * MiB);  /* becomes a hole */
+    void *k = checked_alloc(a, 2 * MiB);  /* keeps it a hole */
+    void *t = checked_alloc(a, 6 * MiB);  /* becomes the free tail */
+    checked_free(a, h);
+    checked_free(a, t);
+    cr_assert_eq(a->held, 16 * MiB);
+    /* 10 MiB fits neither: the tail (6 MiB) is extended by 4 MiB, and 4 MiB
+     * of the hole go first (hwm 16 MiB, no slack: held stays 16 MiB) */
+    void *n = checked_alloc(a, 10 * MiB);
+    cr_assert_eq(a->trims, 1);
+    cr_assert_eq(a->trimmed, 4 * MiB);
+    cr_assert_eq(a->held, 16 * MiB);
+    cr_assert_eq((uintptr_t)n, (uintptr_t)t);
+    checked_free(a, n);
+    checked_free(a, k);
+    close_arena();
+}
