@@ -199,6 +199,15 @@ int main(int argc, char **argv)
 {
     const char *backend = "sim-vmm", *path = NULL;
     size_t npoints = 16;
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: vmem-shrink-trace [--backend sim-vmm|vmm] [--points N (1..1000)] "
+               "TRACE.txt.gz\n"
+               "Replays the trace and at N points cuts the limit to the live bytes, then raises\n"
+               "it again; one JSON line per cut (docs/vmm.md).\n"
+               "exit status: 0 done, 1 a shrink did not apply at once or a check failed, 2 bad\n"
+               "usage or an unreadable trace\n");
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc)
             backend = argv[++i];

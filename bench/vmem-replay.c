@@ -515,7 +515,9 @@ static int usage(void)
             "  spilled_bytes_steps count, over the first pass and per step, the bytes of\n"
             "  allocations placed on host plus the bytes moved there at step ends.\n"
             "--max-events N: refuse traces of more than N events (default %zu, about\n"
-            "  28 bytes of memory each; 0: no bound).\n",
+            "  28 bytes of memory each; 0: no bound).\n"
+            "Traces: docs/benchmarks.md; record your own with vmem-snapshot2trace.\n"
+            "exit status: 0 every trace replayed, 1 one could not be, 2 bad command line\n",
             prog, (size_t)TRACE_DEFAULT_MAX_EVENTS);
     return 2;
 }

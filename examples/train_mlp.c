@@ -279,6 +279,14 @@ int main(int argc, char **argv)
 {
     opts_t o = {.steps = 200, .batch = 4096, .in = 512, .hidden = 2048, .out = 64, .every = 20,
                 .lr = 0.05f, .limit = 0, .seed = 1};
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: train_mlp [--steps N] [--batch N] [--in N] [--hidden N] [--out N]\n"
+               "                 [--lr X] [--limit BYTES] [--every N] [--seed N]\n"
+               "Trains a two-layer MLP with cuBLAS on libvmem (docs/embedding.md).\n"
+               "exit status: 0 the loss fell, 1 it did not or a runtime error, 2 bad usage or\n"
+               "no cuBLAS, 77 no CUDA device\n");
+        return 0;
+    }
     if (parse_args(argc, argv, &o) != 0)
         return usage();
     if (mlp_device_count() == 0) {

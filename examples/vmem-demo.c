@@ -1,7 +1,12 @@
 /* vmem-demo: libvmem in half a minute.  Fills the device to its limit,
  * keeps allocating and shows the spill to host, shrinks the limit and shows
  * regions given back, grows it again, and prints the statistics — on the
- * GPU when there is one, on the simulated device otherwise. */
+ * GPU when there is one, on the simulated device otherwise.
+ *
+ *   vmem-demo [--help | --version]
+ *
+ * Exit status: 0 done, 1 a libvmem call failed, 2 bad arguments or an
+ * invalid VMEM_* variable. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +24,35 @@ static void show(vmem_t *v, const char *what)
            s.host_in_use / MiB, (unsigned long long)s.spills);
 }
 
-int main(void)
+static void usage(FILE *f)
 {
+    fprintf(f,
+            "usage: vmem-demo [--help | --version]\n"
+            "\n"
+            "Fills a device limit (default 1 GiB; VMEM_LIMIT) and shows the spill to host\n"
+            "memory, a shrink of the limit, a raise, and the statistics; on the GPU when\n"
+            "there is one, on the simulated device otherwise (VMEM_BACKEND chooses).\n"
+            "The VMEM_* variables of docs/configuration.md apply.\n"
+            "\n"
+            "exit status: 0 done, 1 a libvmem call failed, 2 bad arguments or an invalid\n"
+            "VMEM_* variable\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) {
+        if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[1], "--version")) {
+            printf("vmem-demo (libvmem) %s\n", vmem_version());
+            return 0;
+        }
+        fprintf(stderr, "vmem-demo: unknown argument \"%s\"\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
     vmem_config_t cfg;
     vmem_config_init(&cfg);
     if (vmem_config_from_env(&cfg) != VMEM_OK)

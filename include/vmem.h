@@ -56,6 +56,11 @@ typedef enum vmem_status {
     VMEM_ERR_BUSY = -13         /* resource in use (e.g. destroy with live blocks) */
 } vmem_status_t;
 
+/* The library's version as "MAJOR.MINOR.PATCH" (static, never NULL): the
+ * version of the libvmem.so loaded at run time, which may differ from the
+ * VMEM_VERSION_* macros of the header a program was compiled with. */
+VMEM_API const char *vmem_version(void);
+
 /* Returns a static, human-readable name for a status (never NULL). */
 VMEM_API const char *vmem_strerror(vmem_status_t st);
 

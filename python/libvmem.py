@@ -2,7 +2,7 @@
 change the device limit and the statistics at run time.
 
 ctypes only, no build step.  The shared library is looked up, in order, in
-$VMEM_LIBRARY, next to this file, in the build directories of the source tree
+$VMEM_LIBRARY, next to this file (where `pip install .` puts it), in the build directories of the source tree
 this file sits in (build*/src/), then through the dynamic loader
 (libvmem.so.0, libvmem.so).
 
@@ -28,7 +28,7 @@ __all__ = [
     "VmemError", "library_path", "load", "install_torch", "install_cupy",
     "set_limit", "get_limit", "stats", "step_end", "trim", "parse_size",
     "install_step_hook", "remove_step_hook",
-    "strerror", "region", "pause", "resume", "tag_stats", "tag_id", "mempool",
+    "strerror", "region", "pause", "resume", "tag_stats", "tag_id", "mempool", "version",
 ]
 
 VMEM_OK = 0
@@ -54,7 +54,7 @@ def _candidates():
         yield env
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("libvmem.so", "libvmem.so.0"):
+    for name in ("libvmem.so.0", "libvmem.so"):
         yield os.path.join(here, name)
     root = os.path.dirname(here)
     built = glob.glob(os.path.join(root, "build*", "src", "libvmem.so"))
@@ -71,6 +71,7 @@ def _declare(lib):
     vp, sz, st, i = c.c_void_p, c.c_size_t, c.c_int, c.c_int
     sigs = {
         "vmem_strerror": (c.c_char_p, [st]),
+        "vmem_version": (c.c_char_p, []),
         "vmem_parse_size": (st, [c.c_char_p, c.POINTER(sz)]),
         "vmem_instance_ex": (st, [i, c.POINTER(vp)]),
         "vmem_instance_peek": (vp, [i]),
@@ -140,6 +141,11 @@ def library_path():
     """Path of the loaded libvmem.so (loads it if needed)."""
     load()
     return _path
+
+
+def version():
+    """The version of the loaded libvmem.so ("0.1.0")."""
+    return load().vmem_version().decode()
 
 
 def strerror(status):

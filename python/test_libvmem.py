@@ -3,9 +3,15 @@ no PyTorch, no CuPy needed.  Each case runs in its own interpreter, since
 the per-device instances are created once per process from the environment.
 
     VMEM_LIBRARY=build/src/libvmem.so python3 python/test_libvmem.py
+
+With LIBVMEM_TEST_INSTALLED=1 the cases import the installed package instead
+(`pip install .`; .ci/run does it in a fresh virtual environment): the source
+tree is kept off sys.path, VMEM_LIBRARY must be unset, and the module must
+load the libvmem.so installed beside it.
 """
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -14,6 +20,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MiB = 1 << 20
+INSTALLED = os.environ.get("LIBVMEM_TEST_INSTALLED") == "1"
 
 
 def run(code, **env):
@@ -22,10 +29,13 @@ def run(code, **env):
     e = {k: v for k, v in os.environ.items() if not k.startswith("VMEM_") or k == "VMEM_LIBRARY"}
     e["VMEM_BACKEND"] = "sim"
     e.update({k: str(v) for k, v in env.items()})
-    prog = "import sys, ctypes\nsys.path.insert(0, %r)\nimport libvmem as L\n" % HERE
+    if INSTALLED:
+        prog = "import sys, ctypes\nimport libvmem as L\n"
+    else:
+        prog = "import sys, ctypes\nsys.path.insert(0, %r)\nimport libvmem as L\n" % HERE
     prog += textwrap.dedent(code)
     r = subprocess.run([sys.executable, "-c", prog], env=e, capture_output=True, text=True,
-                       timeout=60)
+                       timeout=60, cwd=tempfile.gettempdir() if INSTALLED else None)
     if r.returncode != 0:
         raise AssertionError("exit %d\n--- stdout\n%s--- stderr\n%s" % (r.returncode, r.stdout,
                                                                        r.stderr))
@@ -33,6 +43,25 @@ def run(code, **env):
 
 
 class PythonModule(unittest.TestCase):
+    def test_version_matches_header(self):
+        out = run("print(L.version())")
+        with open(os.path.join(HERE, "..", "include", "vmem.h")) as f:
+            h = f.read()
+
+        want = ".".join(re.search(r"#define VMEM_VERSION_%s (\d+)" % k, h).group(1)
+                        for k in ("MAJOR", "MINOR", "PATCH"))
+        self.assertEqual(out.strip(), want)
+
+    @unittest.skipUnless(INSTALLED, "LIBVMEM_TEST_INSTALLED=1: tests the installed package")
+    def test_installed_package_loads_its_bundled_library(self):
+        self.assertNotIn("VMEM_LIBRARY", os.environ)
+        out = run("import os; print(os.path.dirname(os.path.realpath(L.__file__))); "
+                  "print(os.path.dirname(os.path.realpath(L.library_path())))")
+        mod_dir, lib_dir = out.split()
+        self.assertNotEqual(mod_dir, os.path.realpath(HERE),
+                            "imported the source tree's module, not the installed one")
+        self.assertEqual(mod_dir, lib_dir)
+
     def test_finds_and_loads_library(self):
         out = run("print(L.library_path()); print(L.load().vmem_instance_peek(0))")
         path, peek = out.split()

@@ -5,8 +5,9 @@
 #
 #   asan      build-asan/ (-Db_sanitize=address,undefined): every CPU test that
 #             `meson test` has (suites named *gpu* excluded), LeakSanitizer on,
-#             UBSan fatal; then vmem-replay over the shared traces and over
-#             malformed traces.  This is the mode .ci/run calls.
+#             UBSan fatal; then vmem-replay over the traces in the repository
+#             (tests/data/, or VMEM_TRACES) and over malformed traces.  No trace
+#             found is a failure, not a silent pass.  This is the mode .ci/run calls.
 #   tsan      build-tsan/ (-Db_sanitize=thread): the multi-threaded stress
 #             (stress_main: workers, limit, step, host-limit and control-file
 #             threads) and the fuzz driver.  Criterion cannot start under TSan
@@ -35,7 +36,7 @@ cd "$ROOT" || exit 2
 JOBS=${SANITIZE_JOBS:-2}
 CUDA=${SANITIZE_CUDA:-disabled}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
-TRACES=${VMEM_TRACES:-$ROOT/../shared/traces}
+TRACES=${VMEM_TRACES:-$ROOT/tests/data}
 REPORT_RE='ERROR: (Address|Leak|Thread|Memory)Sanitizer|WARNING: ThreadSanitizer|runtime error:|SUMMARY: (Address|Undefined|Thread)'
 
 declare -a SUMMARY=()
@@ -116,22 +117,29 @@ replay_checks() {
     local dir=$1 replay=$1/bench/vmem-replay tmp rc=0
     [ -x "$replay" ] || { say "   (no vmem-replay in $dir: skipped)"; return 0; }
     tmp=$(mktemp -d)
-    if [ -d "$TRACES" ]; then
-        for t in "$TRACES"/*.txt.gz; do
-            if ! "$replay" --backend sim-vmm "$t" >"$tmp/out" 2>"$tmp/err"; then
-                say "   vmem-replay $(basename "$t"): exit $?"
-                rc=1
-            fi
-            grep -Eq "$REPORT_RE" "$tmp/err" && { cat "$tmp/err" | head -20; rc=1; }
-        done
+    local real=()
+    [ -d "$TRACES" ] && real=("$TRACES"/*.txt.gz)
+    if [ ${#real[@]} -eq 0 ] || [ ! -f "${real[0]}" ]; then
+        say "   FAIL: no traces in $TRACES (tests/data/*.txt.gz, or set VMEM_TRACES)"
+        rc=1
+        real=()
     fi
+    for t in "${real[@]}"; do
+        if "$replay" --backend sim-vmm "$t" >"$tmp/out" 2>"$tmp/err"; then
+            say "   vmem-replay $(basename "$t"): ok"
+        else
+            say "   vmem-replay $(basename "$t"): exit $?"
+            rc=1
+        fi
+        grep -Eq "$REPORT_RE" "$tmp/err" && { cat "$tmp/err" | head -20; rc=1; }
+    done
     printf 'not gzip at all\n' >"$tmp/notgzip.txt.gz"
     printf '# {}\na 1 100 0 5\nf 2 6\n' | gzip >"$tmp/unknown-free.txt.gz"
     printf '# {}\na 1 -5 0 5\n' | gzip >"$tmp/negative.txt.gz"
     printf '# {}\na 1 18446744073709551616 0 5\n' | gzip >"$tmp/overflow.txt.gz"
     printf '# {}\nzz top\n\0\0\0\n' | gzip >"$tmp/garbage.txt.gz"
     printf '# {}\na 1 100 0 5\na 1 200 0 6\n' | gzip >"$tmp/duplicate.txt.gz"
-    head -c 200 "$TRACES/trace_resnet50.txt.gz" >"$tmp/truncated.txt.gz" 2>/dev/null
+    [ ${#real[@]} -gt 0 ] && head -c 200 "${real[0]}" >"$tmp/truncated.txt.gz"
     : | gzip >"$tmp/empty.txt.gz"
     for t in "$tmp"/*.txt.gz; do
         "$replay" --backend sim "$t" >"$tmp/out" 2>"$tmp/err"

@@ -11,6 +11,11 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static vmem_log_fn global_fn;
 static void *global_ctx;
 static vmem_log_level_t global_level = VMEM_LOG_WARN;
+/* Whether an embedder called vmem_set_log.  Until then an instance's own
+ * level (VMEM_LOG_LEVEL, cfg.log_level) alone decides what reaches the
+ * default stderr sink; global_level filters only messages that have no
+ * instance.  After it, the embedder's min_level filters too. */
+static int global_set;
 
 static void stderr_sink(void *ctx, vmem_log_level_t level, const char *msg)
 {
@@ -25,6 +30,7 @@ void vmem_set_log(vmem_log_fn fn, void *ctx, vmem_log_level_t min_level)
     global_fn = fn;
     global_ctx = ctx;
     global_level = min_level;
+    global_set = 1;
     pthread_mutex_unlock(&log_lock);
 }
 
@@ -88,7 +94,7 @@ void vmem_log(const vmem_t *v, vmem_log_level_t level, const char *fmt, ...)
         fn = global_fn ? global_fn : stderr_sink;
         ctx = global_ctx;
         min = v ? v->log_level : global_level;
-        if (v && global_level > min)
+        if (v && global_set && global_level > min)
             min = global_level;
         pthread_mutex_unlock(&log_lock);
     }

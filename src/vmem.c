@@ -211,6 +211,9 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     }
     vmem_log(v, VMEM_LOG_INFO, "created: backend %s, limit %zu (from %s), host limit %zu",
              v->dev_backend->name, limit, v->limit_source, host_limit);
+    vmem_log(v, VMEM_LOG_DEBUG, "config: device %d, start cap %zu, host fallback %s, control file %s, "
+             "stats file %s", cfg.device, v->start_cap, v->host_fallback ? "on" : "off",
+             v->control_file ? v->control_file : "none", v->stats_file ? v->stats_file : "none");
     *out = v;
     return VMEM_OK;
 }

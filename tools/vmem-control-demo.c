@@ -10,7 +10,9 @@
  * the rest of the configuration comes from the VMEM_* environment (on a
  * machine without a GPU the simulated device is used).  libvmem's own
  * messages (info and up) and every limit change are printed with the step
- * they happened in.  Runs --steps steps (0: until interrupted). */
+ * they happened in.  Runs --steps steps (0: until interrupted).
+ * Exit status: 0 done (or interrupted), 1 a libvmem call failed or a VMEM_*
+ * variable is invalid, 2 bad arguments. */
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -55,10 +57,16 @@ static void on_limit(void *ctx, const vmem_event_t *ev)
     fflush(stdout);
 }
 
+static void usage_to(FILE *f)
+{
+    fprintf(f, "usage: vmem-control-demo [--steps N] [--step-ms MS] [--limit SIZE] "
+               "[--work SIZE] CONTROL_FILE STATS_FILE\n"
+               "       vmem-control-demo --help | --version\n");
+}
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: vmem-control-demo [--steps N] [--step-ms MS] [--limit SIZE] "
-                    "[--work SIZE] CONTROL_FILE STATS_FILE\n");
+    usage_to(stderr);
     return 2;
 }
 
@@ -80,6 +88,21 @@ int main(int argc, char **argv)
     size_t limit = (size_t)8 << 30, work = (size_t)3 << 30;
     const char *pos[2];
     int npos = 0;
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        usage_to(stdout);
+        printf("\nA training loop in miniature that follows a libvmem control file: each step\n"
+               "allocates --work bytes (default 3G) in 64 MiB blocks, sleeps --step-ms\n"
+               "(default 200), frees them and ends the step.  --limit (default 8G) is the\n"
+               "start limit and cap; --steps 0 (default) runs until interrupted.\n"
+               "Steer it with: vmemctl set-limit CONTROL_FILE SIZE (docs/control.md).\n"
+               "\nexit status: 0 done or interrupted, 1 a libvmem call failed or a VMEM_*\n"
+               "variable is invalid, 2 bad arguments\n");
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--version")) {
+        printf("vmem-control-demo (libvmem) %s\n", vmem_version());
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
             if (count_parse(argv[++i], &steps) != 0)

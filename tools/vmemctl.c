@@ -4,6 +4,7 @@
  *   vmemctl set [--gpu BUSID] CONTROL_FILE KEY VALUE
  *   vmemctl stats [--json] STATS_FILE
  *   vmemctl watch [--count N] [--interval SECONDS] STATS_FILE
+ *   vmemctl --help | --version
  *
  * set-limit and set rewrite the control file atomically (a temporary file
  * in the same directory, then rename), keeping every other key; the file is
@@ -38,7 +39,7 @@ static void usage(FILE *f, int full)
                "       vmemctl stats [--json] STATS_FILE\n"
                "       vmemctl watch [--count N] [--interval SECONDS] STATS_FILE\n");
     if (!full) {
-        fprintf(f, "       vmemctl --help\n");
+        fprintf(f, "       vmemctl --help | --version\n");
         return;
     }
     fprintf(f,
@@ -54,7 +55,11 @@ static void usage(FILE *f, int full)
             "              --prometheus [--job NAME] [--device LABEL] [--output FILE.prom]\n"
             "              STATS_FILE...: Prometheus text format (docs/kubernetes.md)\n"
             "  watch       print the table again every second (--interval); --count N stops\n"
-            "              after N refreshes\n");
+            "              after N refreshes\n"
+            "  --version   print vmemctl's and the loaded libvmem's version\n"
+            "\n"
+            "exit status: 0 success, 1 a file could not be read, parsed or written,\n"
+            "2 bad arguments\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -325,6 +330,7 @@ static const struct row {
 } rows[] = {
     {"device", "limit", "limit", ROW_SIZE},
     {"device", "pending limit", "pendingLimit", ROW_LIMIT0},
+    {"device", "shrink pending", "shrinkPending", ROW_BOOL},
     {"device", "start cap", "startCap", ROW_SIZE},
     {"device", "held", "deviceHeld", ROW_SIZE},
     {"device", "in use", "deviceInUse", ROW_SIZE},
@@ -333,6 +339,13 @@ static const struct row {
     {"device", "peak in use", "devicePeakInUse", ROW_SIZE},
     {"device", "regions", "deviceRegions", ROW_COUNT},
     {"device", "fragmentation", "fragmentation", ROW_RATIO},
+    {"device", "limit from", "limitSource", ROW_TEXT},
+    {"device", "CUDA ordinal", "device", ROW_COUNT},
+    {"device", "unused (held, no block)", "deviceUnused", ROW_SIZE},
+    {"device", "unused byte-seconds", "deviceUnusedByteSeconds", ROW_COUNT},
+    {"device", "unused, mean", "deviceUnusedMean", ROW_SIZE},
+    {"device", "trims", "deviceTrims", ROW_COUNT},
+    {"device", "trimmed", "deviceTrimmedBytes", ROW_SIZE},
     {"host", "fallback", "hostFallback", ROW_BOOL},
     {"host", "limit", "hostLimit", ROW_SIZE},
     {"host", "held", "hostHeld", ROW_SIZE},
@@ -357,6 +370,16 @@ static const struct row {
     {"last step", "host stable", "hostMemStable", ROW_SIZE},
     {"last step", "host pool", "hostMemPoolSize", ROW_SIZE},
     {"last step", "swap reason", "swapReason", ROW_TEXT},
+    {"placement", "mode", "placement", ROW_TEXT},
+    {"placement", "placed on host", "placedHostAllocs", ROW_COUNT},
+    {"placement", "placed bytes", "placedHostBytes", ROW_SIZE},
+    {"placement", "fell back to host", "fallbackAllocs", ROW_COUNT},
+    {"placement", "fallback bytes", "fallbackBytes", ROW_SIZE},
+    {"placement", "moved to host", "movedToHostBytes", ROW_SIZE},
+    {"placement", "moved to device", "movedToDeviceBytes", ROW_SIZE},
+    {"placement", "planned steps", "plannedSteps", ROW_COUNT},
+    {"placement", "diverged steps", "divergedSteps", ROW_COUNT},
+    {"placement", "plan's host bytes", "planHostBytes", ROW_SIZE},
     {"control", "control file", "controlFile", ROW_TEXT},
     {"control", "change pending", "controlPending", ROW_BOOL},
     {"control", "errors logged", "controlErrors", ROW_COUNT},
@@ -539,6 +562,11 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout, 1);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("vmemctl %d.%d.%d (libvmem %s)\n", VMEM_VERSION_MAJOR, VMEM_VERSION_MINOR,
+               VMEM_VERSION_PATCH, vmem_version());
         return 0;
     }
     if (!strcmp(cmd, "stats"))

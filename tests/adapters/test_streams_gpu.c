@@ -4,6 +4,8 @@
  * the block at once.  The "work" is a host function sleeping on the stream,
  * so no kernel (and no nvcc) is needed.  Skipped where no GPU is found. */
 #include <criterion/criterion.h>
+
+#include "../skip77.h"
 #include <cuda_runtime_api.h>
 #include <stdatomic.h>
 #include <stdlib.h>

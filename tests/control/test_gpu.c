@@ -3,6 +3,7 @@
  * whatever the spelling (nvidia-smi's 8-digit upper-case domain or CUDA's
  * 4-digit one); a simulated device's pseudo id never matches a real GPU. */
 #include "common.h"
+#include "../skip77.h"
 
 static int gpu_bus_id(char *id, size_t len, unsigned f[4])
 {

@@ -1,6 +1,8 @@
 /* GPU suite: the cuda backend and the transparent pinned-host fallback on a
  * real device.  Skipped (with a message) where no GPU is found. */
 #include <criterion/criterion.h>
+
+#include "../skip77.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,6 +4,8 @@
  * boundary with the data checked on the host.  Skipped (with a message)
  * where no GPU is found; without a driver, vmm must fail over cleanly. */
 #include <criterion/criterion.h>
+
+#include "../skip77.h"
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdlib.h>
