@@ -228,8 +228,8 @@ def summarise(results):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--worker", action="store_true")
-    p.add_argument("--jobs", default="gpt2,resnet50,bert")
-    p.add_argument("--modes", default="naive,planned",
+    p.add_argument("--jobs", default=os.environ.get("CUT_JOBS", "gpt2,resnet50,bert"))
+    p.add_argument("--modes", default=os.environ.get("CUT_MODES", "naive,planned"),
                    help="VMEM_PLACEMENT values: naive, planned, farthest, largest")
     p.add_argument("--job")
     p.add_argument("--mode")
