@@ -247,7 +247,8 @@ def main():
     results = []
     first = True
     for job in a.jobs.split(","):
-        for mode in a.modes.split(",") + ["uncut"]:
+        uncut = ["uncut"] if os.environ.get("CUT_UNCUT", "1") != "0" else []
+        for mode in a.modes.split(",") + uncut:
             out = os.path.join(OUT, "cut-%s-%s.json" % (job, mode))
             env = dict(os.environ, VMEM_PLACEMENT="planned" if mode == "uncut" else mode)
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--job", job, "--mode", mode,
