@@ -7,8 +7,8 @@
 #
 #   scripts/gpu-run.sh device scripts/gpu/two-jobs.sh      # through the runner
 #   OUT=/tmp/two bash scripts/gpu/two-jobs.sh              # standalone (build-gpu/ built)
-# Knobs (environment): TWO_JOBS_HP_PHASES (default 32:40,96:40,192:40 = batch:steps),
-# TWO_JOBS_OPP_BATCH (96), TWO_JOBS_MODEL (resnet50), TWO_JOBS_HP_MAX_SECONDS (50).
+# Knobs (environment): TWO_JOBS_HP_PHASES (default 32:120,96:120,192:120 = batch:steps),
+# TWO_JOBS_OPP_BATCH (96), TWO_JOBS_MODEL (resnet50), TWO_JOBS_HP_MAX_SECONDS (40).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/vmem-two-jobs}" "${BUILD:=build-gpu}"
