@@ -12,7 +12,8 @@ VMEM_CONTROL_IMMEDIATE=1 (a cut reaches a job suspended at perf 0 too).
 Both jobs start together and get past their start-up (job.py --ready-file);
 the clock starts (the high-priority job's first step) once both are ready,
 so that neither's start-up is in the figures.  The opportunistic job's first step waits until
-the high-priority job has run --opp-delay-steps steps; it stops when the
+the high-priority job has run --opp-delay-steps steps and the scheduler has
+granted it memory (a limit above 0 in its control file, applied); it stops when the
 high-priority job ends (opp-alone: after --opp-seconds).  Throughput is
 samples per second of the high-priority job's run (opp-alone: of its own
 run), the same window for both jobs of a pair.  Writes DIR/summary.json:
@@ -152,6 +153,15 @@ def main():
     if a.config in ("dynamic", "static"):
         while procs["hp"].poll() is None and len(read_log(files["hp"]["log.jsonl"])) < \
                 a.opp_delay_steps:
+            time.sleep(0.01)
+        # the opportunistic job's weights land under the limit the scheduler
+        # grants it, not the 0 it holds before the first grant
+        deadline = time.time() + 10
+        while procs["hp"].poll() is None and time.time() < deadline:
+            ctl = read_stats(files["opp"]["control.json"]) or {}
+            st = read_stats(files["opp"]["stats.json"])
+            if ctl.get("limit", 0) > 0 and (st is None or st.get("limit") == ctl["limit"]):
+                break
             time.sleep(0.01)
     t_opp = time.time()
     if "opp" in procs:

@@ -34,7 +34,10 @@ HP_PHASES = os.environ.get("TWO_JOBS_HP_PHASES", "32:120,96:120,192:120")
 OPP_BATCH = os.environ.get("TWO_JOBS_OPP_BATCH", "96")
 MODEL = os.environ.get("TWO_JOBS_MODEL", "resnet50")
 MODE = os.environ.get("TWO_JOBS_MODE", "torch")  # sim: a dry run of this script on the CPU
-CAP_S = os.environ.get("TWO_JOBS_HP_MAX_SECONDS", "40")
+CAP_S = os.environ.get("TWO_JOBS_HP_MAX_SECONDS", "35")
+# the scheduler polls the statistics files every 20 ms: a growth of the
+# high-priority job costs it the steps until the cut and the grant land
+SCHED_ARGS = os.environ.get("TWO_JOBS_SCHEDULER_ARGS", "--interval 0.02")
 MiB = 1 << 20
 
 
@@ -43,7 +46,8 @@ def run(config, budget, extra=()):
     cmd = [sys.executable, os.path.join(ROOT, "examples", "two_jobs", "run_pair.py"),
            "--config", config, "--out", out, "--budget", str(budget), "--mode", MODE,
            "--hp-phases", HP_PHASES, "--opp-batch", OPP_BATCH, "--model", MODEL,
-           "--vmemctl", VMEMCTL, "--hp-max-seconds", CAP_S] + list(extra)
+           "--vmemctl", VMEMCTL, "--hp-max-seconds", CAP_S,
+           "--scheduler-args=" + SCHED_ARGS] + list(extra)
     print("== %s: %s" % (config, " ".join(cmd)), flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
