@@ -404,6 +404,41 @@ void place_init(place_t *pl, int enabled, int largest)
     pl->margin = 4 * MiB;
 }
 
+void place_set_auto(place_t *pl, int on)
+{
+    pl->auto_rule = on;
+    pl->trial_step = 0;
+    pl->trial_limit = 0;
+    pl->decided = 0;
+}
+
+/* One planned step's time under the rule in force; moves through the
+ * trials (see place_t). */
+static void auto_note_step(place_t *pl, const place_env_t *env)
+{
+    if (env->limit != pl->trial_limit) {
+        pl->trial_limit = env->limit;
+        pl->trial_step = 0;
+        pl->decided = 0;
+        pl->largest = 0;
+        pl->trial_best[0] = pl->trial_best[1] = 0;
+    }
+    if (pl->decided || pl->state != ST_PLAN || !pl->step_placed)
+        return;
+    unsigned t = pl->trial_step++;
+    if (t == 0)
+        return; /* the step the cut arrived in, or the first plan: not representative */
+    double *best = &pl->trial_best[pl->largest];
+    if (*best == 0 || env->step_seconds < *best)
+        *best = env->step_seconds;
+    if (t == 2)
+        pl->largest = 1;
+    if (t == 4) {
+        pl->largest = pl->trial_best[1] < pl->trial_best[0];
+        pl->decided = 1;
+    }
+}
+
 void place_fini(place_t *pl)
 {
     record_free(&pl->rec[0]);
@@ -697,6 +732,8 @@ void place_step_end(place_t *pl, const place_env_t *env)
             pl->extra -= pl->extra / 4;
         }
     }
+    if (pl->auto_rule)
+        auto_note_step(pl, env);
     if (pl->debug)
         pl->debug(pl->debug_ctx, pl);
     pl->step_fallback = 0;

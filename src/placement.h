@@ -113,6 +113,15 @@ typedef struct place place_t;
 struct place {
     int enabled;              /* 0: naive placement only (records nothing) */
     int largest;              /* the solver's rule: 1 largest first, 0 farthest free first */
+    /* Choosing the rule by measured step time (place_set_auto): after a
+     * limit change, the first planned step that puts bytes on host is a
+     * transition, the next two run farthest first, the two after largest
+     * first, and the rule of the faster (by their best step) stays. */
+    int auto_rule;
+    unsigned trial_step;
+    uint64_t trial_limit;
+    double trial_best[2];     /* best step seconds under farthest [0] and largest [1] */
+    int decided;              /* the trials are over */
     place_record_t rec[2];    /* rec[cur] is being recorded, rec[!cur] the last step */
     int cur;
     uint64_t live_total;      /* bytes live in both arenas, as seen here */
@@ -145,12 +154,18 @@ struct place {
 typedef struct place_env {
     uint64_t limit;           /* device limit in force */
     uint64_t dev_in_use;      /* device bytes in live blocks now */
+    double step_seconds;      /* duration of the step that ends (place_step_end) */
     /* Bytes of a live block that lie on device memory. */
     uint64_t (*device_bytes)(void *ctx, int arena, uintptr_t addr, uint64_t size);
     void *ctx;
 } place_env_t;
 
 void place_init(place_t *pl, int enabled, int largest);
+
+/* Lets measured step times choose the solver's rule (real devices: the cost
+ * of a byte on host depends on how kernels read it, which the allocator
+ * cannot see; fewest bytes is the rule on simulated ones). */
+void place_set_auto(place_t *pl, int on);
 void place_fini(place_t *pl);
 
 /* Where the next allocation (requested bytes, stream key) should go:

@@ -77,12 +77,15 @@ static void place_debug(void *ctx, const place_t *pl)
     static const char *names[] = {"learn", "match", "plan", "resync", "diverged"};
     vmem_log(v, VMEM_LOG_DEBUG,
              "placement: step %llu %s (offset %zu, %zu allocations, %u re-matches): plan %llu "
-             "bytes on host; placed %llu, fallback %llu, unplanned spills %llu; margin %llu + %llu",
+             "bytes on host; placed %llu, fallback %llu, unplanned spills %llu; margin %llu + %llu; "
+             "rule %s%s (best step %.4f s farthest, %.4f s largest)",
              (unsigned long long)v->steps, names[pl->state < 5 ? pl->state : 0], pl->offset,
              pl->rec[pl->cur].n, pl->resyncs, (unsigned long long)pl->stats.last_plan_host_bytes,
              (unsigned long long)pl->step_placed, (unsigned long long)pl->step_fallback,
              (unsigned long long)pl->step_naive, (unsigned long long)pl->margin,
-             (unsigned long long)pl->extra);
+             (unsigned long long)pl->extra, pl->largest ? "largest" : "farthest",
+             pl->auto_rule ? (pl->decided ? ", chosen" : ", on trial") : "", pl->trial_best[0],
+             pl->trial_best[1]);
 }
 
 vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
@@ -203,6 +206,9 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     place_init(&v->place, cfg.placement != VMEM_PLACEMENT_NAIVE,
                cfg.placement == VMEM_PLACEMENT_LARGEST ||
                    (cfg.placement == VMEM_PLACEMENT_PLANNED && VMEM_PLACEMENT_DEFAULT_LARGEST));
+    /* planned: on a real device the rule is chosen by measured step time */
+    place_set_auto(&v->place, cfg.placement == VMEM_PLACEMENT_PLANNED &&
+                                  !(v->dev_backend->flags & BACKEND_F_SIMULATED));
     v->place.debug = place_debug;
     v->place.debug_ctx = v;
     atomic_store(&v->perf, 100);
@@ -724,9 +730,10 @@ vmem_status_t vmem_step_end(vmem_t *v)
     v->dev.hold_host = place_hold_host(&v->place, v->dev.limit);
     vmem_status_t mst = bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, &moves);
     tags_step_end(v);
-    place_env_t env = place_env(v);
-    place_step_end(&v->place, &env);
     double dur = now - v->step_start;
+    place_env_t env = place_env(v);
+    env.step_seconds = dur;
+    place_step_end(&v->place, &env);
     v->steps++;
     v->last_step_seconds = dur;
     v->last_step_dev_min = v->step_dev_min;

@@ -163,7 +163,7 @@ def worker(a):
                        "moved_to_host": s1["movedToHostBytes"] - s0["movedToHostBytes"],
                        "moved_to_device": s1["movedToDeviceBytes"] - s0["movedToDeviceBytes"],
                        "host_in_use": s1["hostInUse"], "dev_max": s1["deviceMemUsedMax"],
-                       "limit": s1["limit"]}
+                       "limit": s1["limit"], "rule": s1.get("placement")}
                 res["steps"].append(rec)
                 log("%s %s %-8s %2d %8.1f ms loss %.5f host %.2f GB (plan %.2f fb %.2f mv %.2f) "
                     "host in use %.2f GB" % (a.job, a.mode, name, k, rec["ms"], rec["loss"],
@@ -196,14 +196,17 @@ def summarise(results):
         ref = next((u for u in results if u["job"] == r["job"] and u["mode"] == "uncut"), None)
         for cut, raised in (("cut75", "raised75"), ("cut50", "raised50")):
             ph = [s for s in st if s["phase"] == cut]
-            later = [s["ms"] for s in ph if s["k"] >= 2] or [s["ms"] for s in ph]
+            # planned: the first steps after a cut try both rules (placement.c);
+            # steps from the 6th on run on the chosen one
+            later = [s["ms"] for s in ph if s["k"] >= 5] or [s["ms"] for s in ph]
             ms = statistics.median(later)
             lim = r["limits"][cut]
             excess = max(r["peak_in_use"] - lim, 0)
             row = {"job": r["job"], "mode": r["mode"], "cut": cut, "full_ms": full, "cut_ms": ms,
                    "slowdown": ms / full, "peak_in_use": r["peak_in_use"], "limit": lim,
                    "host_bytes_per_step": statistics.median(s["host_placed"] + s["moved_to_host"]
-                                                            for s in ph if s["k"] >= 2) if len(ph) > 2 else None,
+                                                            for s in ph if s["k"] >= 5) if len(ph) > 5 else None,
+                   "rule": ph[-1].get("rule"),
                    "first_cut_steps_ms": [round(s["ms"], 1) for s in ph[:3]]}
             if bw:
                 kbw = bw["kernel_read_gbs"] * 1e9
@@ -235,7 +238,7 @@ def main():
     p.add_argument("--mode")
     p.add_argument("--batch", type=int, default=0)
     p.add_argument("--full", type=int, default=5)
-    p.add_argument("--cut", type=int, default=5)
+    p.add_argument("--cut", type=int, default=8)
     p.add_argument("--raised", type=int, default=3)
     p.add_argument("--bandwidth", action="store_true")
     p.add_argument("--result")
@@ -269,12 +272,12 @@ def main():
     with open(os.path.join(OUT, "cut-bench.json"), "w") as f:
         json.dump({"bandwidth": bw, "rows": rows, "runs": results}, f, indent=1)
     log("\nbandwidth (GB/s):", json.dumps(bw))
-    log("%-9s %-8s %-6s %8s %9s %7s %10s %8s %9s %8s %6s" % (
-        "job", "mode", "cut", "full ms", "cut ms", "x full", "zc floor", "x zc", "ov floor",
+    log("%-9s %-8s %-8s %-6s %8s %9s %7s %10s %8s %9s %8s %6s" % (
+        "job", "mode", "rule", "cut", "full ms", "cut ms", "x full", "zc floor", "x zc", "ov floor",
         "raised2", "losses"))
     for r in rows:
-        log("%-9s %-8s %-6s %8.1f %9.1f %7.2f %10.1f %8.2f %9.1f %8.2f %6s" % (
-            r["job"], r["mode"], r["cut"], r["full_ms"], r["cut_ms"], r["slowdown"],
+        log("%-9s %-8s %-8s %-6s %8.1f %9.1f %7.2f %10.1f %8.2f %9.1f %8.2f %6s" % (
+            r["job"], r["mode"], r.get("rule") or "-", r["cut"], r["full_ms"], r["cut_ms"], r["slowdown"],
             r.get("zero_copy_floor_ms", float("nan")), r.get("vs_zero_copy_floor", float("nan")),
             r.get("overlap_floor_ms", float("nan")), r.get("raised_vs_full", float("nan")),
             r.get("losses_bitwise_equal")))

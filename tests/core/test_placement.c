@@ -14,6 +14,9 @@
 
 #include "common.h"
 #include "placement.h"
+#include "vmem_internal.h"
+
+#include <time.h>
 
 /* ------------------------------------------------------------------------ */
 /* The solver                                                               */
@@ -311,3 +314,33 @@ Test(placement, environment_and_config)
     vmem_t *v = NULL;
     cr_assert_eq(vmem_create(&cfg, &v), VMEM_ERR_INVALID);
 }
+
+/* On a real device the rule is chosen by measured step time: a job whose
+ * steps are slower under one rule ends on the other.  (Kernel time is
+ * simulated by sleeping longer under the rule made slow.) */
+static void check_auto(int slow_largest)
+{
+    job_t j = {.layers = 12, .act = 24 * MiB, .tmp = 8 * MiB};
+    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 200 * MiB);
+    cr_assert_eq(j.v->place.auto_rule, 0, "simulated device: fewest bytes, no trials");
+    pthread_mutex_lock(&j.v->lock);
+    place_set_auto(&j.v->place, 1);
+    pthread_mutex_unlock(&j.v->lock);
+    for (int s = 0; s < 10; s++) {
+        int slow = j.v->place.largest == slow_largest;
+        struct timespec ts = {0, (slow ? 250 : 1) * 1000000L};
+        nanosleep(&ts, NULL);
+        job_step(&j, j.act);
+    }
+    cr_assert(j.v->place.decided, "the trials ended");
+    cr_assert_eq(j.v->place.largest, !slow_largest, "the faster rule stays");
+    /* A new limit starts the trials again. */
+    cr_assert_eq(vmem_set_limit(j.v, 180 * MiB, NULL), VMEM_OK);
+    job_step(&j, j.act);
+    cr_assert(!j.v->place.decided);
+    vmem_free(j.v, j.weights);
+    vmem_destroy(j.v);
+}
+
+Test(placement, rule_chosen_by_step_time_largest_faster) { check_auto(0); }
+Test(placement, rule_chosen_by_step_time_farthest_faster) { check_auto(1); }
