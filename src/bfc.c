@@ -97,15 +97,18 @@ static int stream_ok(uintptr_t chunk_stream, uintptr_t stream)
 #define DEDICATED_SLACK 4u
 
 /* Best fit: the smallest free chunk >= size usable on stream (ties: first seen),
- * skipping chunks of dedicated regions that size would leave mostly empty. */
-static bfc_chunk_t *bin_find(const bfc_arena_t *a, size_t size, uintptr_t stream)
+ * skipping chunks of dedicated regions that size would leave mostly empty,
+ * unless `share` and the room under the limit could grow such a chunk again. */
+static bfc_chunk_t *bin_find(const bfc_arena_t *a, size_t size, uintptr_t stream, int share)
 {
+    size_t held = a->held + a->others_held, room = a->limit > held ? a->limit - held : 0;
     for (unsigned b = bin_next(a, bfc_bin_index(size)); b < BFC_NBINS; b = bin_next(a, b + 1)) {
         bfc_chunk_t *best = NULL;
         for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext) {
             if (c->size < size || !stream_ok(c->stream, stream))
                 continue;
-            if (c->region->dedicated && size < c->size - c->size / DEDICATED_SLACK)
+            if (c->region->dedicated && size < c->size - c->size / DEDICATED_SLACK &&
+                (!share || c->size > room))
                 continue;
             if (!best || c->size < best->size) {
                 best = c;
@@ -1061,12 +1064,17 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
         a->last_fail = BFC_FAIL_SIZE;
         return NULL;
     }
-    bfc_chunk_t *c = bin_find(a, rs, stream);
+    bfc_chunk_t *c = bin_find(a, rs, stream, 0);
+    /* Uncapped, splitting a free dedicated chunk holds less than growing
+     * (docs/benchmarks.md, "Held over live"); under a limit dedicated regions
+     * stay whole, to be given back to the large requests they were made for. */
+    if (!c && a->share_dedicated && a->params.growth.share)
+        c = bin_find(a, rs, stream, 1);
     if (!c) {
         /* A grow that failed may still have added a region (placed away
          * from the tail it was to extend) that serves the request. */
         int grew = arena_grow(a, rs) == 0;
-        c = bin_find(a, rs, stream);
+        c = bin_find(a, rs, stream, 0);
         if (!c) {
             if (grew)
                 a->last_fail = BFC_FAIL_LIMIT;
@@ -1242,7 +1250,7 @@ void *bfc_alloc_spill(bfc_arena_t *a, size_t size, uintptr_t stream, size_t host
     }
     /* Free host memory kept from earlier spills first, else new granules
      * at the end of the arena, joined to its free host tail if it has one. */
-    if (!bin_find(a, rs, BFC_STREAM_HOST)) {
+    if (!bin_find(a, rs, BFC_STREAM_HOST, 0)) {
         void *hint = NULL;
         size_t credit = 0;
         if (a->regions) {

@@ -72,7 +72,8 @@ typedef struct bfc_region {
     int dedicated;                   /* made for one large request (see
                                         bfc_params.dedicated_min): its free
                                         chunks serve only requests filling at
-                                        least 3/4 of them */
+                                        least 3/4 of them (but see
+                                        bfc_arena_t.share_dedicated) */
 } bfc_region_t;
 
 /* Open-addressing map from a live chunk's address to the chunk.
@@ -178,6 +179,11 @@ typedef struct bfc_arena {
     size_t trimmed;             /* bytes they gave back */
     size_t trim_from;           /* held before the last trim (0: none since) */
     size_t trim_floor;          /* trims keep held + growth at least this */
+    int share_dedicated;        /* 1 while no limit was set (vmem.c): before
+                                   growing, a request that no other free chunk
+                                   fits may split a free chunk of a dedicated
+                                   region, if the room under the limit could
+                                   grow that chunk again (and params.growth.share) */
     bfc_fail_reason_t last_fail;
     size_t others_held;          /* device bytes of arenas sharing the limit */
     size_t parked;               /* bytes of parked granules (paused, discard) */

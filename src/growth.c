@@ -12,14 +12,14 @@ static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 vmem_status_t growth_policy_from_env(growth_policy_t *p, int contiguous)
 {
-    growth_policy_t q = {.tight = 1, .trim = !contiguous, .trim_slack = GROWTH_TRIM_DEFAULT,
+    growth_policy_t q = {.tight = 1, .share = 1, .trim = !contiguous, .trim_slack = GROWTH_TRIM_DEFAULT,
                          .trim_age = GROWTH_TRIM_AGE_DEFAULT};
     const char *g = getenv("VMEM_GROWTH");
     if (g) {
         if (strcmp(g, "tight") == 0)
             q.tight = 1;
         else if (strcmp(g, "legacy") == 0)
-            q.tight = 0;
+            q.tight = 0, q.share = 0;
         else {
             vmem_log(NULL, VMEM_LOG_ERROR, "invalid VMEM_GROWTH=\"%s\" (expected tight or legacy)",
                      g);

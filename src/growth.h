@@ -26,6 +26,7 @@
  *    fragment worse, docs/benchmarks.md).
  *  - tight 0: doubling region sizes and grow_align everywhere (the policy
  *    before issue 14; VMEM_GROWTH=legacy, for before/after comparisons).
+ *  - share 1 (tight, the default; 0 with legacy): see the field.
  *  - trim 1: before growing, the arena gives back free memory (empty
  *    regions, largest first; on splittable backends also whole free granules,
  *    largest holes first, never the free tail the growth extends) until what
@@ -37,6 +38,9 @@ typedef struct growth_policy {
     int trim;
     double trim_slack;
     uint64_t trim_age;  /* only free memory unused for this many allocations goes */
+    int share;          /* 1: uncapped, a free chunk of a dedicated region serves
+                           smaller requests no other free chunk fits (bfc.h,
+                           bfc_arena_t.share_dedicated); 0 (legacy): never */
 } growth_policy_t;
 
 #define GROWTH_TRIM_DEFAULT 0.02 /* VMEM_TRIM default: 2 % over the high-water mark */

@@ -194,6 +194,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
         return VMEM_ERR_NOMEM;
     }
     v->dev.host_limit = host_limit;
+    /* No limit set: held over live matters more than packing (bfc.h). */
+    v->dev.share_dedicated = strcmp(limit_source, "device") == 0;
     v->cfg = cfg;
     v->control_file = dup_or_null(cfg.control_file);
     v->stats_file = dup_or_null(cfg.stats_file);
@@ -629,6 +631,7 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
         v->start_cap = bytes;
     }
     size_t old = v->dev.limit;
+    v->dev.share_dedicated = 0; /* a limit was set: keep dedicated regions whole */
     vmem_status_t st = bfc_set_limit(&v->dev, bytes);
     if (v->tags && tags_limit_changed(v, bytes) == VMEM_PENDING)
         st = VMEM_PENDING; /* tagged blocks hold the rest */

@@ -65,7 +65,7 @@ Test(growth, environment)
     unsetenv("VMEM_TRIM");
     unsetenv("VMEM_TRIM_AGE");
     cr_assert_eq(growth_policy_from_env(&p, 0), VMEM_OK);
-    cr_assert(p.tight && p.trim && p.trim_slack == GROWTH_TRIM_DEFAULT);
+    cr_assert(p.tight && p.share && p.trim && p.trim_slack == GROWTH_TRIM_DEFAULT);
     cr_assert_eq(p.trim_age, GROWTH_TRIM_AGE_DEFAULT);
     cr_assert_eq(growth_policy_from_env(&p, 1), VMEM_OK);
     cr_assert(p.tight && !p.trim);
@@ -73,7 +73,7 @@ Test(growth, environment)
     setenv("VMEM_TRIM", "0.5", 1);
     setenv("VMEM_TRIM_AGE", "1000", 1);
     cr_assert_eq(growth_policy_from_env(&p, 1), VMEM_OK);
-    cr_assert(!p.tight && p.trim && p.trim_slack == 0.005 && p.trim_age == 1000);
+    cr_assert(!p.tight && !p.share && p.trim && p.trim_slack == 0.005 && p.trim_age == 1000);
     setenv("VMEM_TRIM", "off", 1);
     cr_assert_eq(growth_policy_from_env(&p, 0), VMEM_OK);
     cr_assert(!p.trim);
@@ -182,6 +182,79 @@ Test(growth, trim_stops_when_it_only_churns)
                  (unsigned long long)(allocs_after[5] - allocs_after[2]));
     cr_assert_leq(a->trims, 2);
     close_arena();
+}
+
+/* Uncapped (share_dedicated), a request no other free chunk fits splits a
+ * free dedicated chunk instead of growing (before: held 128 + 32 MiB). */
+Test(growth, uncapped_small_request_shares_an_empty_dedicated_region)
+{
+    growth_policy_t g = {.tight = 1, .share = 1};
+    bfc_arena_t *a = open_arena(0, &g, 0);
+    a->share_dedicated = 1;
+    checked_free(a, checked_alloc(a, 128 * MiB));
+    uint64_t regions = a->region_allocs;
+    void *x = checked_alloc(a, 32 * MiB);
+    void *y = checked_alloc(a, 32 * MiB);
+    cr_assert_eq(a->held, 128 * MiB);
+    cr_assert_eq(a->region_allocs, regions);
+    checked_free(a, x);
+    checked_free(a, y);
+    close_arena();
+}
+
+/* Not shared: with share_dedicated 0 (a limit was set), with the legacy
+ * policy, and when the room under the limit could not grow the chunk again. */
+Test(growth, dedicated_region_stays_whole_under_a_limit_or_legacy_or_without_room)
+{
+    growth_policy_t shared = {.tight = 1, .share = 1};
+    growth_policy_t legacy_share = {.tight = 0, .share = 0};
+    struct {
+        const growth_policy_t *g;
+        int share_dedicated;
+        size_t limit;
+    } cases[] = {{&shared, 0, 8 * GiB}, {&legacy_share, 1, 8 * GiB}, {&shared, 1, 200 * MiB}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bfc_arena_t *a = open_arena(0, cases[i].g, 0);
+        a->share_dedicated = cases[i].share_dedicated;
+        cr_assert_eq(bfc_set_limit(a, cases[i].limit), VMEM_OK);
+        checked_free(a, checked_alloc(a, 128 * MiB));
+        void *x = checked_alloc(a, 32 * MiB);
+        cr_assert_geq(a->held, 160 * MiB, "case %zu: held %zu", i, a->held);
+        checked_free(a, x);
+        close_arena();
+    }
+}
+
+/* vmem_create sets share_dedicated only when no limit was given, and
+ * vmem_set_limit clears it (public API, sim backend). */
+Test(growth, vmem_shares_dedicated_regions_only_while_uncapped)
+{
+    unsetenv("VMEM_GROWTH");
+    unsetenv("VMEM_LIMIT");
+    unsetenv("CUDA_DEVICE_MEMORY_LIMIT");
+    unsetenv("CUDA_DEVICE_MEMORY_LIMIT_0");
+    for (int capped = 0; capped < 3; capped++) {
+        vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, capped == 1 ? 2 * GiB : 0, 0, 64 * MiB,
+                                       NULL);
+        vmem_t *v = NULL;
+        cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+        if (capped == 2)
+            cr_assert_eq(vmem_set_limit(v, 2 * GiB, NULL), VMEM_OK);
+        void *big = vmem_alloc(v, 128 * MiB);
+        cr_assert_not_null(big);
+        cr_assert_eq(vmem_free(v, big), VMEM_OK);
+        void *x = vmem_alloc(v, 32 * MiB);
+        cr_assert_not_null(x);
+        /* capped: a region of its own (the trim may give the empty 128 MiB back) */
+        vmem_stats_t st = stats_of(v);
+        cr_assert_eq(st.device_region_allocs, capped ? 2u : 1u, "capped %d: %llu regions", capped,
+                     (unsigned long long)st.device_region_allocs);
+        if (!capped)
+            cr_assert_eq(st.device_held, 128 * MiB, "uncapped: held %zu", st.device_held);
+        cr_assert_eq(vmem_free(v, x), VMEM_OK);
+        cr_assert_eq(vmem_check(v), VMEM_OK);
+        vmem_destroy(v);
+    }
 }
 
 /* Contiguous: a 2 MiB request grows by 2 MiB (before: a 64 MiB region,
