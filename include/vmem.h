@@ -582,6 +582,17 @@ VMEM_API vmem_status_t vmem_instances_step_end(void);
  * free gets the stream of the allocation from PyTorch; size is ignored. */
 VMEM_API void *vmem_torch_malloc(size_t size, int device, void *stream);
 VMEM_API void vmem_torch_free(void *ptr, size_t size, int device, void *stream);
+/* CUDA graphs: a block that vmem_torch_malloc hands out while its stream is
+ * capturing belongs to that capture.  Freed, it stays allocated (the graph
+ * replays into it; a pause keeps or parks it with its tag) and only later
+ * allocations of the same capture and tag reuse it.  release gives every
+ * such freed block back (call it once the graphs that used them are
+ * destroyed) and returns the bytes; held returns the bytes held for graphs,
+ * *freed (may be NULL) those of them freed by PyTorch.  During a capture
+ * the thread's capture mode is relaxed around libvmem's driver calls, and
+ * libvmem neither waits for the device nor moves memory (docs/tags.md). */
+VMEM_API size_t vmem_torch_graph_release(int device);
+VMEM_API size_t vmem_torch_graph_held(int device, size_t *freed);
 
 /* CuPy, cupy.cuda.memory.CFunctionAllocator(param, malloc, free, owner).
  * param NULL: the device's instance; otherwise param is the vmem_t to use.

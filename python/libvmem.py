@@ -92,6 +92,8 @@ def _declare(lib):
         "vmem_pause": (st, [vp, c.c_uint, c.c_uint]),
         "vmem_resume_ex": (st, [vp, c.c_uint, c.c_uint]),
         "vmem_get_tag_stats": (st, [vp, c.c_uint, c.c_void_p]),
+        "vmem_torch_graph_release": (sz, [i]),
+        "vmem_torch_graph_held": (sz, [i, c.POINTER(sz)]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -454,6 +456,21 @@ def tag_stats(name, device=0):
     out = {f: getattr(s, f) for f, _ in _TagStats._fields_ if f not in ("size", "version")}
     out["state"] = _TAG_STATES[s.state]
     return out
+
+
+def graph_memory(device=0):
+    """Bytes held for CUDA graphs captured with install_torch(): (held,
+    freed).  PyTorch frees a graph's temporaries during capture; libvmem
+    keeps them for the graph (its replays write there), see docs/tags.md."""
+    freed = ctypes.c_size_t()
+    held = load().vmem_torch_graph_held(device, ctypes.byref(freed))
+    return held, freed.value
+
+
+def release_graph_memory(device=0):
+    """Gives back the graph blocks PyTorch freed: call it once the CUDA
+    graphs captured so far are destroyed.  Returns the bytes."""
+    return load().vmem_torch_graph_release(device)
 
 
 _pools = {}

@@ -110,7 +110,24 @@ struct backend {
      * region_free calls with no allocation in between (begin 1, end 0), so a
      * backend that waits for the device before freeing waits once. */
     void (*release_batch)(backend_t *b, int begin);
+    /* Regions given back while the calling thread was capturing a CUDA
+     * graph (backend_capture_begin): the backend still holds them; they go
+     * back at the next call made outside a capture (backend.c). */
+    struct { void *base; size_t size; } *deferred;
+    size_t ndeferred, deferred_cap;
 };
+
+/* Stream capture (a CUDA graph being recorded on the calling thread's
+ * stream): no call may wait for the device then.  While the calling thread
+ * is marked capturing, backend_region_free defers the free (kept by the
+ * backend, given back at the next call outside a capture), region_move and
+ * region_park return VMEM_ERR_BUSY (nothing moves), and the allocator does
+ * not wait for stream fences.  Returns the previous mark (nest: restore it). */
+int backend_capture_begin(int capturing);
+int backend_capturing(void);
+/* Gives back the deferred regions now (outside a capture; the vmm backend
+ * waits for the device first, as for any free).  Returns the bytes. */
+size_t backend_flush_deferred(backend_t *b);
 
 /* Requests a region, applying fault injection first. */
 vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void **base);
