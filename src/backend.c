@@ -205,6 +205,14 @@ vmem_status_t backend_region_unpark(backend_t *b, void *base, size_t size, int t
     return st;
 }
 
+vmem_status_t backend_host_reserve(backend_t *b, size_t bytes, size_t *kept)
+{
+    *kept = 0;
+    if (!b->host_ops || !b->host_ops->host_reserve)
+        return VMEM_ERR_UNSUPPORTED;
+    return b->host_ops->host_reserve(b, bytes, kept);
+}
+
 vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes)
 {
     return b->ops->mem_info(b, free_bytes, total_bytes);
@@ -559,7 +567,7 @@ static void sim_destroy(backend_t *b)
 
 static const backend_ops_t sim_ops = {sim_region_alloc, sim_region_free, sim_mem_info, sim_destroy};
 static const backend_host_ops_t sim_host_ops = {sim_region_alloc_host, sim_region_move, sim_backing,
-                                                sim_region_park, sim_region_unpark};
+                                                sim_region_park, sim_region_unpark, NULL};
 
 /* Opens the two memory files of sim-vmm, each as large as the range (sparse:
  * they cost what is written).  Returns 0, or -1 with both left closed. */

@@ -78,6 +78,12 @@ typedef struct backend_host_ops {
      * [base, base + size); contents undefined.  All or nothing: on failure
      * the range stays parked. */
     vmem_status_t (*region_unpark)(backend_t *b, void *base, size_t size, int to_host);
+    /* Optional (NULL: VMEM_ERR_UNSUPPORTED).  Host memory kept ready for
+     * moves to host (a keep pause, a spill): creates host backing until
+     * `bytes` are kept (fewer: drops the surplus; 0: drops all), so that the
+     * move maps it instead of creating (pinning) host memory on its
+     * critical path.  *kept gets the bytes kept after the call. */
+    vmem_status_t (*host_reserve)(backend_t *b, size_t bytes, size_t *kept);
 } backend_host_ops_t;
 
 /* Fault injection state, shared by every backend (used by sim in tests). */
@@ -128,6 +134,7 @@ int backend_capturing(void);
 /* Gives back the deferred regions now (outside a capture; the vmm backend
  * waits for the device first, as for any free).  Returns the bytes. */
 size_t backend_flush_deferred(backend_t *b);
+vmem_status_t backend_host_reserve(backend_t *b, size_t bytes, size_t *kept);
 
 /* Requests a region, applying fault injection first. */
 vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void **base);
