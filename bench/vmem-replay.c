@@ -5,7 +5,7 @@
  *   vmem-replay [--backend sim|sim-vmm|cuda|vmm] [--limit BYTES]
  *               [--host-limit BYTES] [--find-min-limit] [--repeat N]
  *               [--timeline FILE] [--no-host-fallback] [--sim-capacity BYTES]
- *               [--placement naive|planned] [--check] [--summary] [--verbose]
+ *               [--placement naive|planned|farthest|largest] [--check] [--summary] [--verbose]
  *               [--max-events N] TRACE.txt.gz ...
  *
  * Step boundaries come from the trace's 's' lines, else from the repetition
@@ -458,7 +458,11 @@ static void print_json(const options_t *o, const trace_t *t, const result_t *r)
         fprintf(f, ", \"min_limit\": null, \"min_limit_ratio\": null");
     }
     fprintf(f, ", \"placement\": \"%s\", \"steps\": %zu, \"steps_source\": \"%s\"",
-            o->placement == VMEM_PLACEMENT_NAIVE ? "naive" : "planned", r->nsteps,
+            o->placement == VMEM_PLACEMENT_NAIVE      ? "naive"
+            : o->placement == VMEM_PLACEMENT_FARTHEST ? "farthest"
+            : o->placement == VMEM_PLACEMENT_LARGEST  ? "largest"
+                                                      : "planned",
+            r->nsteps,
             r->steps_source == STEPS_MARKS   ? "marks"
             : r->steps_source == STEPS_FOUND ? "found"
                                              : "none");
@@ -501,7 +505,7 @@ static int usage(void)
     fprintf(stderr,
             "usage: %s [--backend sim|sim-vmm|cuda|vmm] [--limit BYTES] [--host-limit BYTES]\n"
             "          [--find-min-limit] [--repeat N] [--timeline FILE] [--no-host-fallback]\n"
-            "          [--sim-capacity BYTES] [--placement naive|planned] [--check] [--summary]\n"
+            "          [--sim-capacity BYTES] [--placement naive|planned|farthest|largest] [--check] [--summary]\n"
             "          [--verbose] [--max-events N] TRACE.txt.gz ...\n"
             "BYTES: an integer with an optional K, M, G or T suffix (powers of 1024).\n"
             "--repeat N: timed passes after one warm-up pass (default 11).\n"
@@ -619,8 +623,13 @@ int main(int argc, char **argv)
                 o.placement = VMEM_PLACEMENT_NAIVE;
             else if (strcmp(val, "planned") == 0)
                 o.placement = VMEM_PLACEMENT_PLANNED;
+            else if (strcmp(val, "farthest") == 0)
+                o.placement = VMEM_PLACEMENT_FARTHEST;
+            else if (strcmp(val, "largest") == 0)
+                o.placement = VMEM_PLACEMENT_LARGEST;
             else {
-                fprintf(stderr, "%s: --placement: expected naive or planned, got '%s'\n", prog, val);
+                fprintf(stderr, "%s: --placement: expected naive, planned, farthest or largest, got '%s'\n",
+                        prog, val);
                 return 2;
             }
             first++;

@@ -121,7 +121,10 @@ typedef enum vmem_placement {
                                    host from the start the blocks that relieve
                                    the most device memory per byte (long-lived
                                    ones), keeping short-lived ones on the device */
-    VMEM_PLACEMENT_NAIVE = 1    /* device first, host when the device is full */
+    VMEM_PLACEMENT_NAIVE = 1,   /* device first, host when the device is full */
+    VMEM_PLACEMENT_FARTHEST = 2, /* planned; when the step would overflow, the
+                                   blocks freed farthest ahead go to host first */
+    VMEM_PLACEMENT_LARGEST = 3  /* planned; the largest live blocks go first */
 } vmem_placement_t;
 
 /* Instance configuration.  Always initialise with vmem_config_init() and then

@@ -7,11 +7,13 @@ this file sits in (build*/src/), then through the dynamic loader
 (libvmem.so.0, libvmem.so).
 
     import libvmem
-    libvmem.install_torch()          # before the first CUDA allocation
-    ...
+    libvmem.install_torch()          # before the first CUDA allocation; every
+    ...                              # optimizer step also ends a libvmem step
     libvmem.set_limit(8 << 30)       # or "8G"
     print(libvmem.stats()["spilledBytes"])
-    libvmem.step_end()               # after each training step
+
+Without PyTorch's optimizers (or with install_torch(step_hook=False)), call
+libvmem.step_end() after each training step instead.
 
 The allocator instances are per device and are created on first use from the
 VMEM_* environment (VMEM_LIMIT, VMEM_HOST_LIMIT, VMEM_CONTROL_FILE,
@@ -225,10 +227,26 @@ def stats(device=0):
         size = need.value + 1
 
 
+_warned_double = False
+_in_hook = False
+
+
 def step_end(device=None):
     """Marks the end of a training step (vmem_step_end): applies control-file
     changes, records the step's time and memory, writes the statistics file.
-    device None: every instance created so far."""
+    device None: every instance created so far.  While the optimizer hook of
+    install_step_hook() marks the steps, a call from elsewhere is ignored
+    (with one warning): two step ends per training step would split every
+    step in two for the statistics and the placement planner."""
+    global _warned_double
+    if _step_hook is not None and not _in_hook:
+        if not _warned_double:
+            _warned_double = True
+            import warnings
+            warnings.warn("libvmem.step_end() ignored: the optimizer step hook of install_torch() "
+                          "already ends each step (use install_torch(step_hook=False) or "
+                          "remove_step_hook() to mark steps yourself)", RuntimeWarning, stacklevel=2)
+        return
     lib = load()
     if device is None:
         st = lib.vmem_instances_step_end()
@@ -254,6 +272,15 @@ def trim(device=0):
 _step_hook = None
 
 
+def _hook_step_end(opt, args, kwargs):
+    global _in_hook
+    _in_hook = True
+    try:
+        step_end()
+    finally:
+        _in_hook = False
+
+
 def install_step_hook():
     """Marks a step end (step_end() on every instance) after every
     torch.optim optimizer step, through PyTorch's global optimizer post-step
@@ -265,7 +292,7 @@ def install_step_hook():
     global _step_hook
     if _step_hook is None:
         from torch.optim.optimizer import register_optimizer_step_post_hook
-        _step_hook = register_optimizer_step_post_hook(lambda opt, args, kwargs: step_end())
+        _step_hook = register_optimizer_step_post_hook(_hook_step_end)
     return _step_hook
 
 

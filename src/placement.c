@@ -24,11 +24,17 @@ typedef struct heap {
     uint32_t *v;
     size_t n;
     const piece_t *pc;
-    int max;             /* 1: largest end on top */
+    int max;             /* 1: largest key on top */
+    const uint64_t *size; /* non-NULL: key is the item's size, then the end */
 } heap_t;
 
 static int heap_above(const heap_t *h, uint32_t x, uint32_t y)
 {
+    if (h->size) {
+        uint64_t sa = h->size[h->pc[x].item], sb = h->size[h->pc[y].item];
+        if (sa != sb)
+            return sa > sb;
+    }
     uint64_t a = h->pc[x].end, b = h->pc[y].end;
     return h->max ? a > b : a < b;
 }
@@ -297,7 +303,7 @@ uint64_t place_solve(const place_problem_t *p, uint8_t *host)
     }
     qsort(pc, np, sizeof *pc, piece_by_start);
 
-    heap_t live = {hv, 0, pc, 0}, far = {hv + 2 * n, 0, pc, 1};
+    heap_t live = {hv, 0, pc, 0, NULL}, far = {hv + 2 * n, 0, pc, 1, p->largest ? p->size : NULL};
     int64_t dev = (int64_t)p->base, cap = (int64_t)p->cap;
     for (size_t k = 0; k < np; k++) {
         uint64_t x = pc[k].start;
@@ -390,10 +396,11 @@ static void record_free(place_record_t *r)
     memset(r, 0, sizeof *r);
 }
 
-void place_init(place_t *pl, int enabled)
+void place_init(place_t *pl, int enabled, int largest)
 {
     memset(pl, 0, sizeof *pl);
     pl->enabled = enabled;
+    pl->largest = largest;
     pl->margin = 4 * MiB;
 }
 
@@ -464,7 +471,8 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
     uint64_t margin = pl->margin + pl->extra;
     place_problem_t p = {.n = n, .size = size, .at = at, .end = end, .len = len,
                          .base = dev_start > carried ? dev_start - carried : 0,
-                         .cap = env->limit > margin ? env->limit - margin : 0};
+                         .cap = env->limit > margin ? env->limit - margin : 0,
+                         .largest = pl->largest};
     uint64_t bytes = place_solve(&p, pl->plan);
     free(size);
     free(end);

@@ -84,13 +84,15 @@ typedef struct place_problem {
     const uint64_t *end;
     uint32_t len;
     uint64_t base, cap;
+    int largest;         /* 1: the largest live item goes first (then the farthest) */
 } place_problem_t;
 
 /* Chooses host[i] (1: on host) so that at every position the device bytes
  * (base plus the sizes of items live there with host[i] == 0) are at most
  * cap where the items can make it so: when a position overflows, the live
  * device items whose free lies farthest ahead go to host first (they
- * relieve the most later positions too).  Returns the bytes placed on host,
+ * relieve the most later positions too), or with `largest` the largest
+ * ones (fewest blocks; ties: farthest free).  Returns the bytes placed on host,
  * or UINT64_MAX if out of memory (host untouched). */
 uint64_t place_solve(const place_problem_t *p, uint8_t *host);
 
@@ -110,6 +112,7 @@ typedef struct place_stats {
 typedef struct place place_t;
 struct place {
     int enabled;              /* 0: naive placement only (records nothing) */
+    int largest;              /* the solver's rule: 1 largest first, 0 farthest free first */
     place_record_t rec[2];    /* rec[cur] is being recorded, rec[!cur] the last step */
     int cur;
     uint64_t live_total;      /* bytes live in both arenas, as seen here */
@@ -147,7 +150,7 @@ typedef struct place_env {
     void *ctx;
 } place_env_t;
 
-void place_init(place_t *pl, int enabled);
+void place_init(place_t *pl, int enabled, int largest);
 void place_fini(place_t *pl);
 
 /* Where the next allocation (requested bytes, stream key) should go:

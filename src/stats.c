@@ -53,7 +53,9 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.step_host_max = v->last_step_host_max;
     s.host_fallback = v->host_fallback;
     s.perf = atomic_load(&v->perf);
-    s.placement = v->place.enabled ? VMEM_PLACEMENT_PLANNED : VMEM_PLACEMENT_NAIVE;
+    s.placement = !v->place.enabled ? VMEM_PLACEMENT_NAIVE
+                  : v->place.largest ? VMEM_PLACEMENT_LARGEST
+                                     : VMEM_PLACEMENT_FARTHEST;
     s.placed_host_allocs = v->place.stats.planned_host_allocs;
     s.placed_host_bytes = v->place.stats.planned_host_bytes;
     s.fallback_allocs = v->place.stats.fallback_allocs;
@@ -174,7 +176,9 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)s.failures, (unsigned long long)s.bad_frees,
             (unsigned long long)s.steps, frag);
     jprintf(&j, ",\"placement\":\"%s\",\"placedHostAllocs\":%llu,\"placedHostBytes\":%llu",
-            s.placement == VMEM_PLACEMENT_NAIVE ? "naive" : "planned",
+            s.placement == VMEM_PLACEMENT_NAIVE     ? "naive"
+            : s.placement == VMEM_PLACEMENT_LARGEST ? "largest"
+                                                    : "farthest",
             (unsigned long long)s.placed_host_allocs, (unsigned long long)s.placed_host_bytes);
     jprintf(&j, ",\"fallbackAllocs\":%llu,\"fallbackBytes\":%llu,\"movedToHostBytes\":%llu",
             (unsigned long long)s.fallback_allocs, (unsigned long long)s.fallback_bytes,

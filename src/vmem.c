@@ -8,6 +8,9 @@
 
 static _Thread_local vmem_status_t tls_status;
 
+/* The rule VMEM_PLACEMENT_PLANNED stands for (docs/placement.md). */
+#define VMEM_PLACEMENT_DEFAULT_LARGEST 0
+
 vmem_status_t vmem_last_status(void) { return tls_status; }
 void vmem_set_last_status(vmem_status_t st) { tls_status = st; }
 
@@ -105,7 +108,7 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     }
     if (cfg.backend < VMEM_BACKEND_AUTO || cfg.backend > VMEM_BACKEND_VMM || cfg.device < 0 ||
         cfg.log_level > VMEM_LOG_NONE || cfg.placement < VMEM_PLACEMENT_PLANNED ||
-        cfg.placement > VMEM_PLACEMENT_NAIVE) {
+        cfg.placement > VMEM_PLACEMENT_LARGEST) {
         vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: invalid configuration field");
         return VMEM_ERR_INVALID;
     }
@@ -197,7 +200,9 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     v->host_fallback = cfg.host_fallback != 0;
     v->swap_reason = "none";
     v->step_start = vmem_now();
-    place_init(&v->place, cfg.placement != VMEM_PLACEMENT_NAIVE);
+    place_init(&v->place, cfg.placement != VMEM_PLACEMENT_NAIVE,
+               cfg.placement == VMEM_PLACEMENT_LARGEST ||
+                   (cfg.placement == VMEM_PLACEMENT_PLANNED && VMEM_PLACEMENT_DEFAULT_LARGEST));
     v->place.debug = place_debug;
     v->place.debug_ctx = v;
     atomic_store(&v->perf, 100);

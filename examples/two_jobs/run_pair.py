@@ -9,10 +9,15 @@ Starts the scheduler (dynamic, static) and the jobs (job.py) with their own
 control and statistics files in DIR, each job with VMEM_LIMIT = the budget
 (its start cap), VMEM_BACKEND (cuda with --mode torch, sim with --mode sim) and
 VMEM_CONTROL_IMMEDIATE=1 (a cut reaches a job suspended at perf 0 too).
-The opportunistic job starts once the high-priority job has run
---opp-delay-steps steps and stops when the high-priority job ends
-(opp-alone: after --opp-seconds).  Writes DIR/summary.json: steps, samples/s,
-step times per phase, spills and failures of each job.
+Both jobs start together and get past their start-up (job.py --ready-file);
+the clock starts (the high-priority job's first step) once both are ready,
+so that neither's start-up is in the figures.  The opportunistic job's first step waits until
+the high-priority job has run --opp-delay-steps steps and the scheduler has
+granted it memory (a limit above 0 in its control file, applied); it stops when the
+high-priority job ends (opp-alone: after --opp-seconds).  Throughput is
+samples per second of the high-priority job's run (opp-alone: of its own
+run), the same window for both jobs of a pair.  Writes DIR/summary.json:
+steps, samples/s, step times per phase, spills and failures of each job.
 """
 import argparse
 import json
@@ -39,7 +44,16 @@ def read_log(path):
     return out
 
 
+def read_stats(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def summarise(rows, t_start, t_end):
+    """One job's figures over the window [t_start, t_end]."""
     if not rows:
         return {"steps": 0, "samples_per_s": 0.0}
     span = max(t_end - t_start, 1e-9)
@@ -86,8 +100,8 @@ def main():
     ap.add_argument("--scheduler-args", default="", help="extra arguments, space separated")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    files = {j: {k: os.path.join(a.out, "%s.%s" % (j, k)) for k in ("control.json", "stats.json",
-                                                                       "log.jsonl", "stdout")}
+    files = {j: {k: os.path.join(a.out, "%s.%s" % (j, k))
+                 for k in ("control.json", "stats.json", "log.jsonl", "stdout", "ready", "go")}
              for j in ("hp", "opp")}
     done = os.path.join(a.out, "hp.done")
     for f in [done] + [p for j in files.values() for p in j.values()]:
@@ -106,7 +120,8 @@ def main():
     def job(name, extra):
         cmd = [sys.executable, os.path.join(HERE, "job.py"), "--mode", a.mode, "--name", name,
                "--model", a.model, "--image-size", str(a.image_size),
-               "--log", files[name]["log.jsonl"]] + extra
+               "--log", files[name]["log.jsonl"], "--ready-file", files[name]["ready"],
+               "--start-file", files[name]["go"]] + extra
         return subprocess.Popen(cmd, env=env_for(name),
                                 stdout=open(files[name]["stdout"], "w"), stderr=subprocess.STDOUT)
 
@@ -122,17 +137,35 @@ def main():
         time.sleep(0.5)  # its first decisions are in the control files before the jobs start
 
     procs = {}
-    t0 = time.time()
     if a.config != "opp-alone":
-        procs["hp"] = job("hp", ["--phases", a.hp_phases, "--max-seconds", str(a.hp_max_seconds)])
+        procs["hp"] = job("hp", ["--phases", a.hp_phases, "--max-seconds", str(a.hp_max_seconds),
+                                 "--stop-file", done])
+    if a.config != "hp-alone":
+        procs["opp"] = job("opp", ["--batch", str(a.opp_batch), "--stop-file", done])
+    # both past their start-up (import, model, CUDA context) before the clock starts
+    while not all(os.path.exists(files[n]["ready"]) for n in procs):
+        if any(p.poll() is not None for p in procs.values()):
+            break
+        time.sleep(0.02)
+    t0 = time.time()
+    if "hp" in procs:
+        open(files["hp"]["go"], "w").close()
     if a.config in ("dynamic", "static"):
         while procs["hp"].poll() is None and len(read_log(files["hp"]["log.jsonl"])) < \
                 a.opp_delay_steps:
-            time.sleep(0.05)
+            time.sleep(0.01)
+        # the opportunistic job's weights land under the limit the scheduler
+        # grants it, not the 0 it holds before the first grant
+        deadline = time.time() + 10
+        while procs["hp"].poll() is None and time.time() < deadline:
+            ctl = read_stats(files["opp"]["control.json"]) or {}
+            st = read_stats(files["opp"]["stats.json"])
+            if ctl.get("limit", 0) > 0 and (st is None or st.get("limit") == ctl["limit"]):
+                break
+            time.sleep(0.01)
     t_opp = time.time()
-    if a.config != "hp-alone":
-        extra = ["--batch", str(a.opp_batch), "--stop-file", done]
-        procs["opp"] = job("opp", extra)
+    if "opp" in procs:
+        open(files["opp"]["go"], "w").close()
     if "hp" in procs:
         procs["hp"].wait()
     else:
@@ -151,9 +184,12 @@ def main():
     summary = {"config": a.config, "budget": a.budget, "mode": a.mode, "exit": rc,
                "seconds": t_end - t0}
     for name in procs:
-        start = t0 if name == "hp" else t_opp
+        start = t_opp if a.config == "opp-alone" else t0  # a pair: the same window
         rows = [r for r in read_log(files[name]["log.jsonl"]) if r["wall"] <= t_end]
         summary[name] = summarise(rows, start, t_end)
+        st = read_stats(files[name]["stats.json"])
+        if st:  # the process's highest in-use bytes, a check on the per-step peaks
+            summary[name]["lifetime_peak_bytes"] = st["devicePeakInUse"] + st["hostPeakInUse"]
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps(summary))

@@ -228,8 +228,9 @@ def summarise(results):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--worker", action="store_true")
-    p.add_argument("--jobs", default="gpt2,resnet50,bert")
-    p.add_argument("--modes", default="naive,planned")
+    p.add_argument("--jobs", default=os.environ.get("CUT_JOBS", "gpt2,resnet50,bert"))
+    p.add_argument("--modes", default=os.environ.get("CUT_MODES", "naive,planned"),
+                   help="VMEM_PLACEMENT values: naive, planned, farthest, largest")
     p.add_argument("--job")
     p.add_argument("--mode")
     p.add_argument("--batch", type=int, default=0)
@@ -246,9 +247,10 @@ def main():
     results = []
     first = True
     for job in a.jobs.split(","):
-        for mode in a.modes.split(",") + ["uncut"]:
+        uncut = ["uncut"] if os.environ.get("CUT_UNCUT", "1") != "0" else []
+        for mode in a.modes.split(",") + uncut:
             out = os.path.join(OUT, "cut-%s-%s.json" % (job, mode))
-            env = dict(os.environ, VMEM_PLACEMENT="naive" if mode == "naive" else "planned")
+            env = dict(os.environ, VMEM_PLACEMENT="planned" if mode == "uncut" else mode)
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--job", job, "--mode", mode,
                    "--full", str(a.full), "--cut", str(a.cut), "--raised", str(a.raised),
                    "--result", out] + (["--batch", str(a.batch)] if a.batch else [])

@@ -69,7 +69,7 @@ def transformer(outdir):
         emb = torch.nn.Embedding(vocab, d)
         enc = torch.nn.TransformerEncoder(
             torch.nn.TransformerEncoderLayer(d, 4, 4 * d, batch_first=True, norm_first=True),
-            layers)
+            layers, enable_nested_tensor=False)  # (unused with norm_first; says so in a warning)
         head = torch.nn.Linear(d, vocab)
         model = torch.nn.Sequential(emb, enc, head).to(dev)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -93,9 +93,35 @@ def transformer(outdir):
     return 0
 
 
+def _numpy_row_stack_shim(np):
+    """WORKAROUND for an incompatible numba-cuda / NumPy pair (the lent GPU
+    machine's, seen 2026-11-22: every kernel compile failed with
+    "AttributeError: module 'numpy' has no attribute 'row_stack'").  NumPy
+    2.5 removed np.row_stack (deprecated since 2.0, np.vstack under another
+    name); numba-cuda (0.30.4 and earlier at least) still registers an
+    overload for it when its typing registries load, i.e. at the first kernel
+    compile (NVIDIA/numba-cuda issue 907; numba-cuda is in maintenance mode
+    and will not fix it).  Test harness only, never in the library: it must
+    run before numba.cuda compiles anything.  A user with the same pair fixes
+    it with numpy<2.5 (the README's Troubleshooting section).  Returns whether
+    it was applied; the JSON line reports it with both versions."""
+    if hasattr(np, "row_stack"):
+        return False
+
+    def row_stack(tup, **kwargs):  # NumPy < 2.5's np.row_stack: np.vstack under another name
+        return np.vstack(tup, **kwargs)
+
+    # (a function of its own, not np.vstack itself, so that numba-cuda's two
+    # overloads, vstack's and row_stack's, stay registered on two keys)
+    np.row_stack = row_stack
+    return True
+
+
 def numba_emm():
     import gc
+    from importlib import metadata
     import numpy as np
+    shim = _numpy_row_stack_shim(np)
     from numba import cuda
     import libvmem
     import libvmem_numba  # noqa: F401  (NUMBA_CUDA_MEMORY_MANAGER names it too)
@@ -128,7 +154,12 @@ def numba_emm():
         "limit_reported": info.total == s["limit"],
         "freed": s2["frees"] - s["frees"] >= 3,
     }
+    try:
+        ncuda = metadata.version("numba-cuda")
+    except metadata.PackageNotFoundError:
+        ncuda = None
     emit({"first_hour": "numba", "checks": checks, "manager": mgr, "limit": s["limit"],
+          "numpy": np.__version__, "numba_cuda": ncuda, "row_stack_shim": shim,
           "device_in_use": s["deviceInUse"], "host_in_use": s["hostInUse"],
           "spills": s["spills"], "memory_info": [info.free, info.total],
           "in_use_after_del": s2["deviceInUse"] + s2["hostInUse"]})

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Two PyTorch training jobs on one GPU, each on libvmem with its own control
 # file, steered by examples/two_jobs/scheduler.py (docs/kubernetes.md).
-# About 4 minutes on an H100/H200: four runs (high-priority job alone,
+# Under 4 minutes on an H100 (about 2.5 expected): four runs (high-priority job alone,
 # opportunistic job alone, static 50/50, dynamic), a table last, JSON, CSV and
 # an SVG plot under $OUT.
 #
 #   scripts/gpu-run.sh device scripts/gpu/two-jobs.sh      # through the runner
 #   OUT=/tmp/two bash scripts/gpu/two-jobs.sh              # standalone (build-gpu/ built)
-# Knobs (environment): TWO_JOBS_HP_PHASES (default 32:40,96:40,192:40 = batch:steps),
-# TWO_JOBS_OPP_BATCH (96), TWO_JOBS_MODEL (resnet50), TWO_JOBS_HP_MAX_SECONDS (50).
+# Knobs (environment): TWO_JOBS_HP_PHASES (default 32:120,96:120,192:120 = batch:steps),
+# TWO_JOBS_OPP_BATCH (96), TWO_JOBS_MODEL (resnet50), TWO_JOBS_HP_MAX_SECONDS (35),
+# TWO_JOBS_SCHEDULER_ARGS (--interval 0.02).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/vmem-two-jobs}" "${BUILD:=build-gpu}"

@@ -156,7 +156,51 @@ def test_end_to_end_sim():
         check(0 in perfs and any(x > 0 for x in perfs), "perf never suspended/resumed: %s" % perfs)
 
 
+STEP_GUARD = r"""
+import io, os, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "examples", "two_jobs"))
+import job, libvmem
+
+class Work(job.SimWork):
+    def __init__(self, extra):
+        super().__init__()
+        self.extra = extra
+        self.start()
+    def step(self, batch):
+        r = super().step(batch)
+        if self.extra:
+            libvmem.step_end()  # as the optimizer hook of install_torch() does
+        return r
+
+out = io.StringIO()
+steps, _ = job.run(Work(False), [(2, 3)], out)
+rows = out.getvalue().splitlines()
+assert steps == 3 and len(rows) == 3, (steps, rows)
+try:
+    job.run(Work(True), [(2, 3)], io.StringIO())
+except job.StepCountError as e:
+    print("refused:", e)
+    sys.exit(0)
+print("not refused")
+sys.exit(3)
+"""
+
+
+def test_one_libvmem_step_per_training_step():
+    """A job whose training step ends a libvmem step itself (the first GPU
+    run: install_torch()'s optimizer hook plus the job's own step_end) is
+    refused instead of logging the stretch between the two as the step."""
+    env = dict(os.environ, VMEM_BACKEND="sim", VMEM_SIM_CAPACITY="4G", VMEM_LIMIT="4G")
+    env.pop("VMEM_CONTROL_FILE", None)
+    env.pop("VMEM_STATS_FILE", None)
+    r = subprocess.run([sys.executable, "-c", STEP_GUARD, ROOT], capture_output=True, text=True,
+                       env=env, timeout=60)
+    check(r.returncode == 0 and "refused" in r.stdout,
+          "step-count guard: exit %d %s %s" % (r.returncode, r.stdout[-1000:], r.stderr[-2000:]))
+
+
 def main():
+    test_one_libvmem_step_per_training_step()
     test_policy()
     test_policy_never_promises_more_than_the_budget()
     test_end_to_end_sim()
