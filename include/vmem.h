@@ -495,6 +495,17 @@ VMEM_API vmem_status_t vmem_pause(vmem_t *v, unsigned tag, unsigned flags);
 VMEM_API vmem_status_t vmem_resume(vmem_t *v, unsigned tag);
 VMEM_API vmem_status_t vmem_resume_ex(vmem_t *v, unsigned tag, unsigned flags);
 
+/* Host memory kept ready for keep pauses (vmm): pinning host memory costs
+ * about as much as the pause's copy many times over (H100: 15.5 s for
+ * 20 GiB), so a pause maps kept host memory instead of creating it.  Host
+ * memory comes back to this reserve when a paused tag resumes (up to
+ * VMEM_VMM_HOST_KEEP bytes, default all), so a second pause pins nothing;
+ * this call creates it ahead (VMEM_VMM_RESERVE_THREADS threads, default 4)
+ * until `bytes` are kept, or drops the surplus (0: gives all of it back).
+ * Holds the instance's lock while it runs.  *kept (may be NULL): the bytes
+ * kept.  VMEM_ERR_UNSUPPORTED on other backends. */
+VMEM_API vmem_status_t vmem_host_reserve(vmem_t *v, size_t bytes, size_t *kept);
+
 typedef enum vmem_tag_state {
     VMEM_TAG_ACTIVE = 0,
     VMEM_TAG_PAUSED_KEEP = 1,
@@ -585,6 +596,17 @@ VMEM_API vmem_status_t vmem_instances_step_end(void);
  * free gets the stream of the allocation from PyTorch; size is ignored. */
 VMEM_API void *vmem_torch_malloc(size_t size, int device, void *stream);
 VMEM_API void vmem_torch_free(void *ptr, size_t size, int device, void *stream);
+/* CUDA graphs: a block that vmem_torch_malloc hands out while its stream is
+ * capturing belongs to that capture.  Freed, it stays allocated (the graph
+ * replays into it; a pause keeps or parks it with its tag) and only later
+ * allocations of the same capture and tag reuse it.  release gives every
+ * such freed block back (call it once the graphs that used them are
+ * destroyed) and returns the bytes; held returns the bytes held for graphs,
+ * *freed (may be NULL) those of them freed by PyTorch.  During a capture
+ * the thread's capture mode is relaxed around libvmem's driver calls, and
+ * libvmem neither waits for the device nor moves memory (docs/tags.md). */
+VMEM_API size_t vmem_torch_graph_release(int device);
+VMEM_API size_t vmem_torch_graph_held(int device, size_t *freed);
 
 /* CuPy, cupy.cuda.memory.CFunctionAllocator(param, malloc, free, owner).
  * param NULL: the device's instance; otherwise param is the vmem_t to use.

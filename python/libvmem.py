@@ -94,6 +94,9 @@ def _declare(lib):
         "vmem_pause": (st, [vp, c.c_uint, c.c_uint]),
         "vmem_resume_ex": (st, [vp, c.c_uint, c.c_uint]),
         "vmem_get_tag_stats": (st, [vp, c.c_uint, c.c_void_p]),
+        "vmem_torch_graph_release": (sz, [i]),
+        "vmem_host_reserve": (st, [vp, sz, c.POINTER(sz)]),
+        "vmem_torch_graph_held": (sz, [i, c.POINTER(sz)]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -481,6 +484,32 @@ def tag_stats(name, device=0):
     out = {f: getattr(s, f) for f, _ in _TagStats._fields_ if f not in ("size", "version")}
     out["state"] = _TAG_STATES[s.state]
     return out
+
+
+def reserve_host(nbytes, device=0):
+    """Keeps nbytes of host memory ready for keep pauses (vmm backend), so
+    that the pause maps it instead of pinning new host memory; 0 gives it
+    back.  Returns the bytes kept.  See vmem_host_reserve in vmem.h."""
+    kept = ctypes.c_size_t()
+    st = load().vmem_host_reserve(_instance(device), nbytes, ctypes.byref(kept))
+    if st != VMEM_OK:
+        raise VmemError(st, "reserve_host(%d)" % nbytes)
+    return kept.value
+
+
+def graph_memory(device=0):
+    """Bytes held for CUDA graphs captured with install_torch(): (held,
+    freed).  PyTorch frees a graph's temporaries during capture; libvmem
+    keeps them for the graph (its replays write there), see docs/tags.md."""
+    freed = ctypes.c_size_t()
+    held = load().vmem_torch_graph_held(device, ctypes.byref(freed))
+    return held, freed.value
+
+
+def release_graph_memory(device=0):
+    """Gives back the graph blocks PyTorch freed: call it once the CUDA
+    graphs captured so far are destroyed.  Returns the bytes."""
+    return load().vmem_torch_graph_release(device)
 
 
 _pools = {}

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "vmem_internal.h"
 
 #define ADAPTER_MAX_DEVICES 64
@@ -20,6 +21,7 @@ typedef struct adapter_slot {
     _Atomic(vmem_t *) inst;
     int tried;
     vmem_status_t status;
+    gpool_t graph; /* PyTorch's blocks of CUDA graph captures (capture.h) */
 } adapter_slot_t;
 
 static adapter_slot_t slots[ADAPTER_MAX_DEVICES];
@@ -86,6 +88,8 @@ vmem_status_t vmem_instance_ex(int device, vmem_t **out)
         s->status = slot_create(device, &nv);
         s->tried = 1;
         if (s->status == VMEM_OK)
+            gpool_init(&s->graph);
+        if (s->status == VMEM_OK)
             atomic_store_explicit(&s->inst, nv, memory_order_release);
         else
             vmem_log(NULL, VMEM_LOG_ERROR,
@@ -138,7 +142,17 @@ void *vmem_torch_malloc(size_t size, int device, void *stream)
     vmem_t *v = vmem_instance(device);
     if (!v)
         return NULL;
-    void *p = vmem_alloc_stream(v, size, stream);
+    capture_scope_t cs;
+    void *p = NULL;
+    if (capture_enter(stream, &cs))
+        p = gpool_take(&slots[device].graph, cs.id, vmem_get_tag(v), size);
+    if (!p) {
+        p = vmem_alloc_stream(v, size, stream);
+        if (p && cs.active && gpool_add(&slots[device].graph, p, size, cs.id, vmem_get_tag(v)))
+            vmem_log(v, VMEM_LOG_WARN, "vmem_torch_malloc: no memory to record a block of a "
+                                       "CUDA graph capture; it will be reused when freed");
+    }
+    capture_leave(&cs);
     if (!p)
         vmem_log(v, VMEM_LOG_ERROR,
                  "vmem_torch_malloc(%zu, device %d): %s; PyTorch does not check for NULL from a "
@@ -158,7 +172,38 @@ void vmem_torch_free(void *ptr, size_t size, int device, void *stream)
                  ptr, device);
         return;
     }
+    /* A block of a graph capture stays allocated: the graph replays into it. */
+    int g = gpool_free(&slots[device].graph, ptr);
+    if (g > 0)
+        return;
+    if (g < 0) {
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_torch_free(%p): freed twice (a CUDA graph's block)", ptr);
+        return;
+    }
+    capture_scope_t cs;
+    capture_enter(stream, &cs);
     vmem_free_stream(v, ptr, stream);
+    capture_leave(&cs);
+}
+
+static void graph_give(void *ctx, void *p) { vmem_free((vmem_t *)ctx, p); }
+
+size_t vmem_torch_graph_release(int device)
+{
+    vmem_t *v = vmem_instance_peek(device);
+    if (!v)
+        return 0;
+    return gpool_release(&slots[device].graph, graph_give, v);
+}
+
+size_t vmem_torch_graph_held(int device, size_t *freed)
+{
+    size_t live = 0, fr = 0;
+    if (vmem_instance_peek(device))
+        gpool_bytes(&slots[device].graph, &live, &fr);
+    if (freed)
+        *freed = fr;
+    return live + fr;
 }
 
 /* ------------------------------------------------------------------------ */

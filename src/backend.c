@@ -52,9 +52,54 @@ void backend_set_faults(backend_t *b, uint64_t nth, double rate, uint64_t seed)
     b->faults.rng = seed ? seed : 0x2545F4914F6CDD1Dull;
 }
 
+static _Thread_local int capturing;
+
+int backend_capture_begin(int on)
+{
+    int prev = capturing;
+    capturing = on;
+    return prev;
+}
+
+int backend_capturing(void) { return capturing; }
+
+size_t backend_flush_deferred(backend_t *b)
+{
+    if (capturing || !b->ndeferred)
+        return 0;
+    size_t bytes = 0, n = b->ndeferred;
+    b->ndeferred = 0; /* region_free below must not see them again */
+    backend_release_batch(b, 1);
+    for (size_t i = 0; i < n; i++) {
+        b->ops->region_free(b, b->deferred[i].base, b->deferred[i].size);
+        bytes += b->deferred[i].size;
+    }
+    backend_release_batch(b, 0);
+    return bytes;
+}
+
+/* Keeps a free made during a capture for later; 0 if it could not (no
+ * memory for the list: the free then happens now). */
+static int defer_free(backend_t *b, void *base, size_t size)
+{
+    if (b->ndeferred == b->deferred_cap) {
+        size_t cap = b->deferred_cap ? 2 * b->deferred_cap : 16;
+        void *q = realloc(b->deferred, cap * sizeof *b->deferred);
+        if (!q)
+            return 0;
+        b->deferred = q;
+        b->deferred_cap = cap;
+    }
+    b->deferred[b->ndeferred].base = base;
+    b->deferred[b->ndeferred].size = size;
+    b->ndeferred++;
+    return 1;
+}
+
 vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void **base)
 {
     assert(size > 0 && size % b->granule == 0);
+    backend_flush_deferred(b);
     b->requests++;
     if (faults_fire(&b->faults)) {
         b->failures++;
@@ -75,6 +120,9 @@ vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void *
 void backend_region_free(backend_t *b, void *base, size_t size)
 {
     assert(base && size % b->granule == 0 && (uintptr_t)base % 256 == 0);
+    if (capturing && defer_free(b, base, size))
+        return;
+    backend_flush_deferred(b);
     b->ops->region_free(b, base, size);
 }
 
@@ -83,6 +131,7 @@ vmem_status_t backend_region_alloc_host(backend_t *b, size_t size, void *hint, v
     assert(size > 0 && size % b->granule == 0);
     if (!b->host_ops)
         return VMEM_ERR_UNSUPPORTED;
+    backend_flush_deferred(b);
     backend_t *peer = b->host_peer ? b->host_peer : b;
     peer->requests++;
     if (faults_fire(&peer->faults)) {
@@ -107,6 +156,9 @@ vmem_status_t backend_region_move(backend_t *b, void *base, size_t size, int to_
     *moved = 0;
     if (!b->host_ops)
         return VMEM_ERR_UNSUPPORTED;
+    if (capturing)
+        return VMEM_ERR_BUSY; /* a move waits for the device */
+    backend_flush_deferred(b);
     backend_t *side = to_host && b->host_peer ? b->host_peer : b;
     side->requests++;
     if (faults_fire(&side->faults)) {
@@ -130,6 +182,9 @@ vmem_status_t backend_region_park(backend_t *b, void *base, size_t size)
     assert(base && size > 0 && size % b->granule == 0 && (uintptr_t)base % b->granule == 0);
     if (!b->host_ops || !b->host_ops->region_park)
         return VMEM_ERR_UNSUPPORTED;
+    if (capturing)
+        return VMEM_ERR_BUSY; /* a park waits for the device */
+    backend_flush_deferred(b);
     return b->host_ops->region_park(b, base, size);
 }
 
@@ -150,6 +205,14 @@ vmem_status_t backend_region_unpark(backend_t *b, void *base, size_t size, int t
     return st;
 }
 
+vmem_status_t backend_host_reserve(backend_t *b, size_t bytes, size_t *kept)
+{
+    *kept = 0;
+    if (!b->host_ops || !b->host_ops->host_reserve)
+        return VMEM_ERR_UNSUPPORTED;
+    return b->host_ops->host_reserve(b, bytes, kept);
+}
+
 vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes)
 {
     return b->ops->mem_info(b, free_bytes, total_bytes);
@@ -157,8 +220,14 @@ vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_b
 
 void backend_destroy(backend_t *b)
 {
-    if (b)
-        b->ops->destroy(b);
+    if (!b)
+        return;
+    int was = backend_capture_begin(0);
+    backend_flush_deferred(b);
+    backend_capture_begin(was);
+    free(b->deferred);
+    b->deferred = NULL;
+    b->ops->destroy(b);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -498,7 +567,7 @@ static void sim_destroy(backend_t *b)
 
 static const backend_ops_t sim_ops = {sim_region_alloc, sim_region_free, sim_mem_info, sim_destroy};
 static const backend_host_ops_t sim_host_ops = {sim_region_alloc_host, sim_region_move, sim_backing,
-                                                sim_region_park, sim_region_unpark};
+                                                sim_region_park, sim_region_unpark, NULL};
 
 /* Opens the two memory files of sim-vmm, each as large as the range (sparse:
  * they cost what is written).  Returns 0, or -1 with both left closed. */

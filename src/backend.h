@@ -78,6 +78,12 @@ typedef struct backend_host_ops {
      * [base, base + size); contents undefined.  All or nothing: on failure
      * the range stays parked. */
     vmem_status_t (*region_unpark)(backend_t *b, void *base, size_t size, int to_host);
+    /* Optional (NULL: VMEM_ERR_UNSUPPORTED).  Host memory kept ready for
+     * moves to host (a keep pause, a spill): creates host backing until
+     * `bytes` are kept (fewer: drops the surplus; 0: drops all), so that the
+     * move maps it instead of creating (pinning) host memory on its
+     * critical path.  *kept gets the bytes kept after the call. */
+    vmem_status_t (*host_reserve)(backend_t *b, size_t bytes, size_t *kept);
 } backend_host_ops_t;
 
 /* Fault injection state, shared by every backend (used by sim in tests). */
@@ -110,7 +116,25 @@ struct backend {
      * region_free calls with no allocation in between (begin 1, end 0), so a
      * backend that waits for the device before freeing waits once. */
     void (*release_batch)(backend_t *b, int begin);
+    /* Regions given back while the calling thread was capturing a CUDA
+     * graph (backend_capture_begin): the backend still holds them; they go
+     * back at the next call made outside a capture (backend.c). */
+    struct { void *base; size_t size; } *deferred;
+    size_t ndeferred, deferred_cap;
 };
+
+/* Stream capture (a CUDA graph being recorded on the calling thread's
+ * stream): no call may wait for the device then.  While the calling thread
+ * is marked capturing, backend_region_free defers the free (kept by the
+ * backend, given back at the next call outside a capture), region_move and
+ * region_park return VMEM_ERR_BUSY (nothing moves), and the allocator does
+ * not wait for stream fences.  Returns the previous mark (nest: restore it). */
+int backend_capture_begin(int capturing);
+int backend_capturing(void);
+/* Gives back the deferred regions now (outside a capture; the vmm backend
+ * waits for the device first, as for any free).  Returns the bytes. */
+size_t backend_flush_deferred(backend_t *b);
+vmem_status_t backend_host_reserve(backend_t *b, size_t bytes, size_t *kept);
 
 /* Requests a region, applying fault injection first. */
 vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void **base);

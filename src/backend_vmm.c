@@ -98,6 +98,14 @@ typedef struct vmm_backend {
      * new, unmapping staging; splits copying, unmapping, mapping. */
     double t_prep, t_wait, t_unmap_old, t_map_new, t_unstage, t_scopy, t_sunmap, t_smap;
     double t_flush, t_sync; /* ends of release batches (all of it); device syncs */
+    /* Host memory kept for moves to host, one big handle each (bign
+     * granules): from host_reserve, and the host memory of moves back to
+     * the device (up to keep_max bytes, VMEM_VMM_HOST_KEEP).  A keep pause
+     * maps these instead of creating (pinning) host memory. */
+    CUmemGenericAllocationHandle *hkeep;
+    size_t nkeep, keep_cap, keep_max;
+    int reserve_threads;          /* VMEM_VMM_RESERVE_THREADS */
+    unsigned long long keep_hits; /* steps to host that mapped a kept handle */
 } vmm_backend_t;
 
 static double seconds(void)
@@ -688,11 +696,24 @@ static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
     s->big = big_fits(m, granule_index(m, s->src), granule_index(m, s->src) + s->n, kind) &&
              s->n == m->bign;
     if (s->big) {
-        r = m->cu->MemCreate(&s->h[0], s->n * m->granule, &m->prop[kind], 0);
-        if (r == CUDA_SUCCESS) {
+        /* Host memory kept from earlier moves (or reserved) first: mapped,
+         * not created, so nothing is pinned here. */
+        r = CUDA_ERROR_NOT_FOUND;
+        while (kind == VMM_HOST && m->nkeep && r != CUDA_SUCCESS) {
+            s->h[0] = m->hkeep[--m->nkeep];
             r = m->cu->MemMap(s->dst, s->n * m->granule, 0, s->h[0], 0);
             if (r != CUDA_SUCCESS)
                 m->cu->MemRelease(s->h[0]);
+            else
+                m->keep_hits++;
+        }
+        if (r != CUDA_SUCCESS) {
+            r = m->cu->MemCreate(&s->h[0], s->n * m->granule, &m->prop[kind], 0);
+            if (r == CUDA_SUCCESS) {
+                r = m->cu->MemMap(s->dst, s->n * m->granule, 0, s->h[0], 0);
+                if (r != CUDA_SUCCESS)
+                    m->cu->MemRelease(s->h[0]);
+            }
         }
         if (r == CUDA_SUCCESS) {
             k = 1;
@@ -729,7 +750,24 @@ static size_t step_handles(const move_step_t *s) { return s->big ? 1 : s->n; }
 /* After the copy: the new memory replaces the old at src (the old memory is
  * freed by its unmap), the staging slot is unmapped, the handles dropped.
  * A failure here leaves src unmapped: the caller reports it. */
-static CUresult step_finish(vmm_backend_t *m, move_step_t *s)
+static void keep_host(vmm_backend_t *m, CUdeviceptr at)
+{
+    if ((m->nkeep + 1) * m->bign * m->granule > m->keep_max)
+        return;
+    if (m->nkeep == m->keep_cap) {
+        size_t cap = m->keep_cap ? 2 * m->keep_cap : 64;
+        void *q = realloc(m->hkeep, cap * sizeof *m->hkeep);
+        if (!q)
+            return;
+        m->hkeep = q;
+        m->keep_cap = cap;
+    }
+    CUmemGenericAllocationHandle h;
+    if (m->cu->MemRetainAllocationHandle(&h, (void *)(uintptr_t)at) == CUDA_SUCCESS)
+        m->hkeep[m->nkeep++] = h; /* the unmap that follows no longer frees it */
+}
+
+static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
 {
     double t0 = seconds();
     CUresult r = m->cu->EventSynchronize(s->done);
@@ -737,6 +775,11 @@ static CUresult step_finish(vmm_backend_t *m, move_step_t *s)
     double t1 = seconds(), t2 = t1;
     m->t_wait += t1 - t0;
     if (r == CUDA_SUCCESS) {
+        /* Back to the device: a whole big host mapping is kept for the
+         * next move to host (a second pause pins nothing). */
+        if (kind == VMM_DEVICE && m->bign && s->n == m->bign && i0 % m->bign == 0 &&
+            m->big[i0] && m->state[i0] == VMM_HOST)
+            keep_host(m, s->src);
         run_unmap(m, i0, s->n);
         t2 = seconds();
         m->t_unmap_old += t2 - t1;
@@ -832,7 +875,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         if (finished == started)
             break;
         move_step_t *s = &step[finished % VMM_STAGES];
-        CUresult f = step_finish(m, s);
+        CUresult f = step_finish(m, s, kind);
         finished++;
         if (f != CUDA_SUCCESS) {
             if (r == CUDA_SUCCESS)
@@ -922,6 +965,83 @@ static vmem_status_t vmm_region_unpark(backend_t *b, void *base, size_t size, in
     return VMEM_OK;
 }
 
+typedef struct reserve_job {
+    vmm_backend_t *m;
+    CUmemGenericAllocationHandle *h;
+    size_t n, made;
+} reserve_job_t;
+
+static void *reserve_part(void *arg)
+{
+    reserve_job_t *j = arg;
+    vmm_backend_t *m = j->m;
+    if (m->cu->CtxPushCurrent(m->ctx) != CUDA_SUCCESS)
+        return NULL;
+    for (; j->made < j->n; j->made++)
+        if (m->cu->MemCreate(&j->h[j->made], m->bign * m->granule, &m->prop[VMM_HOST], 0) !=
+            CUDA_SUCCESS)
+            break;
+    CUcontext c;
+    m->cu->CtxPopCurrent(&c);
+    return NULL;
+}
+
+/* Creates big host handles (reserve_threads threads, each its share) until
+ * bytes are kept, or drops the surplus. */
+static vmem_status_t vmm_host_reserve(backend_t *b, size_t bytes, size_t *kept)
+{
+    vmm_backend_t *m = (vmm_backend_t *)b;
+    size_t big = m->bign * m->granule;
+    if (!m->bign || !m->host_big || !m->prop[VMM_HOST].type) {
+        *kept = 0;
+        return VMEM_ERR_UNSUPPORTED;
+    }
+    size_t want = (bytes + big - 1) / big;
+    while (m->nkeep > want)
+        m->cu->MemRelease(m->hkeep[--m->nkeep]);
+    vmem_status_t st = VMEM_OK;
+    if (m->nkeep < want) {
+        if (want > m->keep_cap) {
+            void *q = realloc(m->hkeep, want * sizeof *m->hkeep);
+            if (!q) {
+                *kept = m->nkeep * big;
+                return VMEM_ERR_NOMEM;
+            }
+            m->hkeep = q;
+            m->keep_cap = want;
+        }
+        size_t need = want - m->nkeep;
+        int t = m->reserve_threads;
+        if ((size_t)t > need)
+            t = (int)need;
+        reserve_job_t job[16];
+        pthread_t tid[16];
+        int started[16] = {0};
+        for (int i = 0; i < t; i++) {
+            size_t lo = need * (size_t)i / (size_t)t, hi = need * (size_t)(i + 1) / (size_t)t;
+            job[i] = (reserve_job_t){m, m->hkeep + m->nkeep + lo, hi - lo, 0};
+            started[i] = pthread_create(&tid[i], NULL, reserve_part, &job[i]) == 0;
+            if (!started[i])
+                reserve_part(&job[i]);
+        }
+        size_t at = m->nkeep;
+        for (int i = 0; i < t; i++) {
+            if (started[i])
+                pthread_join(tid[i], NULL);
+            /* compact: each job's handles follow the previous ones */
+            memmove(m->hkeep + at, job[i].h, job[i].made * sizeof *m->hkeep);
+            at += job[i].made;
+            if (job[i].made < job[i].n)
+                st = VMEM_ERR_NOMEM;
+        }
+        m->nkeep = at;
+    }
+    if (m->keep_max < m->nkeep * big)
+        m->keep_max = m->nkeep * big; /* what the caller asked for stays kept */
+    *kept = m->nkeep * big;
+    return st;
+}
+
 static backend_backing_t vmm_backing(const backend_t *b, const void *addr)
 {
     const vmm_backend_t *m = (const vmm_backend_t *)b;
@@ -972,6 +1092,8 @@ static void vmm_destroy(backend_t *b)
             m->cu->MemAddressFree(m->stage, VMM_STAGES * m->batch);
         if (m->scratch)
             m->cu->MemAddressFree(m->scratch, m->bign * m->granule);
+        while (m->nkeep)
+            m->cu->MemRelease(m->hkeep[--m->nkeep]);
         for (int i = 0; i < VMM_STAGES; i++)
             if (m->done[i])
                 m->cu->EventDestroy(m->done[i]);
@@ -984,6 +1106,7 @@ static void vmm_destroy(backend_t *b)
     free(m->state);
     free(m->big);
     free(m->handles);
+    free(m->hkeep);
     free(m);
 }
 
@@ -991,7 +1114,7 @@ static const backend_ops_t vmm_ops = {vmm_region_alloc, vmm_region_free, vmm_mem
                                       vmm_destroy};
 static const backend_host_ops_t vmm_host_ops = {vmm_region_alloc_host, vmm_region_move,
                                                 vmm_backing, vmm_region_park,
-                                                vmm_region_unpark};
+                                                vmm_region_unpark, vmm_host_reserve};
 
 /* Host physical memory for VMM: HOST where the device supports it, else
  * HOST_NUMA node 0.  0 if neither. */
@@ -1114,6 +1237,20 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
         m->split_threads = 1;
     if (m->split_threads > VMM_SPLIT_THREADS)
         m->split_threads = VMM_SPLIT_THREADS;
+    /* Host memory of moves back to the device kept for the next move to
+     * host, up to VMEM_VMM_HOST_KEEP bytes (default: all of it; 0: none). */
+    env = getenv("VMEM_VMM_HOST_KEEP");
+    m->keep_max = SIZE_MAX;
+    if (env && *env) {
+        size_t kb = 0;
+        m->keep_max = vmem_parse_size(env, &kb) == VMEM_OK ? kb : SIZE_MAX;
+    }
+    env = getenv("VMEM_VMM_RESERVE_THREADS");
+    m->reserve_threads = env && *env ? atoi(env) : 4;
+    if (m->reserve_threads < 1)
+        m->reserve_threads = 1;
+    if (m->reserve_threads > 16)
+        m->reserve_threads = 16;
     m->batch = VMM_BIG / m->granule * m->granule;
     if (m->batch == 0)
         m->batch = m->granule;

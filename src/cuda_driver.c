@@ -46,6 +46,9 @@ static const struct {
     ENTRY(EventRecord),
     ENTRY(EventSynchronize),
     ENTRY(EventDestroy),
+    ENTRY(StreamGetCaptureInfo),
+    ENTRY(ThreadExchangeStreamCaptureMode),
+    ENTRY(MemRetainAllocationHandle),
 #undef ENTRY
 };
 

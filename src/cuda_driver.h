@@ -43,6 +43,11 @@ typedef struct cu_driver {
     CUresult (*EventRecord)(CUevent event, CUstream stream);                /* v2000 */
     CUresult (*EventSynchronize)(CUevent event);                            /* v2000 */
     CUresult (*EventDestroy)(CUevent event);                                /* v4000 */
+    CUresult (*StreamGetCaptureInfo)(CUstream s, CUstreamCaptureStatus *status,
+                                     cuuint64_t *id, CUgraph *graph,
+                                     const CUgraphNode **deps, size_t *ndeps); /* v11030 */
+    CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode);  /* v10010 */
+    CUresult (*MemRetainAllocationHandle)(CUmemGenericAllocationHandle *h, void *addr);
 } cu_driver_t;
 
 /* The entry points, looked up once (thread-safe).  NULL when the runtime

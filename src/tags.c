@@ -256,6 +256,22 @@ vmem_status_t tags_classify(vmem_t *v, const void *ptr)
 /* Pause / resume                                                           */
 /* ------------------------------------------------------------------------ */
 
+vmem_status_t vmem_host_reserve(vmem_t *v, size_t bytes, size_t *kept)
+{
+    size_t k = 0;
+    if (!v)
+        return VMEM_INVALID_ARG(v);
+    pthread_mutex_lock(&v->lock);
+    vmem_status_t st = backend_host_reserve(v->dev_backend, bytes, &k);
+    pthread_mutex_unlock(&v->lock);
+    if (kept)
+        *kept = k;
+    if (st == VMEM_ERR_UNSUPPORTED)
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_host_reserve: not supported by the %s backend (vmm "
+                 "with host memory in big handles only)", v->dev_backend->name);
+    return st;
+}
+
 vmem_status_t vmem_pause(vmem_t *v, unsigned tag, unsigned flags)
 {
     if (!v || tag == 0 || (flags != VMEM_PAUSE_KEEP && flags != VMEM_PAUSE_DISCARD)) {

@@ -377,6 +377,8 @@ static uintptr_t stream_free_key(vmem_t *v, void *stream)
 static int streams_settle(vmem_t *v)
 {
     int any = 0;
+    if (backend_capturing())
+        return 0; /* a fence wait during a CUDA graph capture would break it */
     for (int i = 0; i < v->nstreams; i++) {
         if (!v->dirty[i])
             continue;
