@@ -333,6 +333,10 @@ typedef struct vmem_stats {
     uint64_t planned_steps;     /* steps that ran on a plan to their end */
     uint64_t diverged_steps;    /* steps that stopped repeating their plan */
     uint64_t plan_host_bytes;   /* bytes the latest plan places on host per step */
+    uint64_t host_freed_bytes;  /* bytes of blocks placed on host and freed since create */
+    double host_life_events;    /* their lifetime, allocations and frees in between,
+                                   averaged weighted by bytes (0 before the first) */
+    double host_life_seconds;   /* the same in seconds */
     /* Memory held but unused (docs/configuration.md, "Growth and trim"). */
     size_t device_unused;       /* device_held - device_in_use now: held from the
                                    backend but in no live block */

@@ -1,5 +1,6 @@
 /* The placement planner (placement.h, docs/placement.md). */
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "placement.h"
@@ -396,10 +397,18 @@ static void record_free(place_record_t *r)
     memset(r, 0, sizeof *r);
 }
 
-void place_init(place_t *pl, int enabled, int largest)
+static double clock_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void place_init(place_t *pl, int plans, int largest)
 {
     memset(pl, 0, sizeof *pl);
-    pl->enabled = enabled;
+    pl->enabled = 1;
+    pl->plans = plans;
     pl->largest = largest;
     pl->margin = 4 * MiB;
 }
@@ -582,6 +591,8 @@ static unsigned plan_at(place_t *pl, size_t i)
 
 unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env)
 {
+    if (!pl->plans)
+        return PLACE_NONE;
     const place_record_t *last = &pl->rec[!pl->cur];
     size_t at;
     int m;
@@ -676,9 +687,19 @@ void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream
     place_item_t *it = &r->items[r->n];
     *it = (place_item_t){.req = req, .size = size, .stream = stream, .addr = addr,
                          .at = r->nevents++, .end = PLACE_OPEN, .wrap = PLACE_OPEN,
+                         .t_alloc = on_host ? clock_now() : 0,
                          .arena = (uint8_t)arena, .host = (uint8_t)(on_host != 0)};
     seqmap_set(&r->seqs[arena & 1], seq, (uint32_t)r->n);
     r->n++;
+}
+
+/* A block that lay on host memory was freed `events` events after its
+ * allocation. */
+static void host_life_note(place_t *pl, const place_item_t *it, uint64_t events)
+{
+    pl->stats.host_freed_bytes += it->size;
+    pl->stats.host_life_events += (double)it->size * (double)events;
+    pl->stats.host_life_seconds += (double)it->size * (clock_now() - it->t_alloc);
 }
 
 void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size)
@@ -691,14 +712,20 @@ void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size)
     uint32_t i = seqmap_get(&r->seqs[arena & 1], seq);
     if (i != PLACE_OPEN && i < r->n) {
         r->items[i].end = pos;
+        if (r->items[i].host)
+            host_life_note(pl, &r->items[i], pos - r->items[i].at);
         return;
     }
     /* A block of the last step: where its copies are freed in the step
      * after theirs is what the next plan assumes for this step's copies. */
     const place_record_t *last = &pl->rec[!pl->cur];
     i = seqmap_get(&last->seqs[arena & 1], seq);
-    if (i != PLACE_OPEN && i < last->n && i < pl->wrap_n)
-        pl->wrap[i] = pos;
+    if (i != PLACE_OPEN && i < last->n) {
+        if (i < pl->wrap_n)
+            pl->wrap[i] = pos;
+        if (last->items[i].host)
+            host_life_note(pl, &last->items[i], (uint64_t)(last->nevents - last->items[i].at) + pos);
+    }
 }
 
 void place_step_end(place_t *pl, const place_env_t *env)

@@ -46,6 +46,7 @@ typedef struct place_item {
     uint32_t wrap;       /* live at the step end: position, in the following
                             step, where the same allocation of the step
                             before was freed (learned), else PLACE_OPEN */
+    double t_alloc;      /* placed on host: when (monotonic seconds) */
     uint8_t arena;       /* 0 device arena, 1 host arena */
     uint8_t host;        /* placed on host memory (planned or fallback) */
 } place_item_t;
@@ -107,11 +108,17 @@ typedef struct place_stats {
     uint64_t planned_host_allocs, planned_host_bytes; /* placed on host by a plan */
     uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */
     uint64_t last_plan_host_bytes; /* bytes the last plan puts on host per step */
+    /* Lifetimes of the blocks placed on host memory (planned or not), over
+     * those freed so far: sums weighted by their bytes. */
+    uint64_t host_freed_bytes;
+    double host_life_events;     /* sum of bytes x events between alloc and free */
+    double host_life_seconds;    /* sum of bytes x seconds between alloc and free */
 } place_stats_t;
 
 typedef struct place place_t;
 struct place {
-    int enabled;              /* 0: naive placement only (records nothing) */
+    int enabled;              /* 0: records nothing (not used by the allocator) */
+    int plans;                /* 0: naive placement (records, for the statistics) */
     int largest;              /* the solver's rule: 1 largest first, 0 farthest free first */
     /* Choosing the rule by measured step time (place_set_auto): after a
      * limit change, the first planned step that puts bytes on host is a

@@ -53,7 +53,7 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.step_host_max = v->last_step_host_max;
     s.host_fallback = v->host_fallback;
     s.perf = atomic_load(&v->perf);
-    s.placement = !v->place.enabled ? VMEM_PLACEMENT_NAIVE
+    s.placement = !v->place.plans ? VMEM_PLACEMENT_NAIVE
                   : v->place.largest ? VMEM_PLACEMENT_LARGEST
                                      : VMEM_PLACEMENT_FARTHEST;
     s.placed_host_allocs = v->place.stats.planned_host_allocs;
@@ -65,6 +65,13 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.planned_steps = v->place.stats.planned_steps;
     s.diverged_steps = v->place.stats.diverged_steps;
     s.plan_host_bytes = v->place.stats.last_plan_host_bytes;
+    s.host_freed_bytes = v->place.stats.host_freed_bytes;
+    s.host_life_events = v->place.stats.host_freed_bytes
+                             ? v->place.stats.host_life_events / (double)v->place.stats.host_freed_bytes
+                             : 0;
+    s.host_life_seconds = v->place.stats.host_freed_bytes
+                              ? v->place.stats.host_life_seconds / (double)v->place.stats.host_freed_bytes
+                              : 0;
     if (v->tags) { /* tagged blocks (tags.c) count with the rest */
         tags_totals_t t;
         tags_totals(v, &t);
@@ -186,7 +193,10 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"movedToDeviceBytes\":%llu,\"plannedSteps\":%llu,\"divergedSteps\":%llu",
             (unsigned long long)s.moved_to_device_bytes, (unsigned long long)s.planned_steps,
             (unsigned long long)s.diverged_steps);
-    jprintf(&j, ",\"planHostBytes\":%llu", (unsigned long long)s.plan_host_bytes);
+    jprintf(&j, ",\"planHostBytes\":%llu,\"hostFreedBytes\":%llu,\"hostLifeEvents\":%.1f",
+            (unsigned long long)s.plan_host_bytes, (unsigned long long)s.host_freed_bytes,
+            s.host_life_events);
+    jprintf(&j, ",\"hostLifeSeconds\":%.6f", s.host_life_seconds);
     /* where the numbers come from: the process, the time (Unix seconds), and
      * whether the control file is being followed */
     jprintf(&j, ",\"pid\":%ld,\"time\":%.3f", (long)getpid(),
