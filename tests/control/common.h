@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -219,6 +220,48 @@ static inline int wait_file_limit(vmem_t *v, size_t bytes)
         control_status_t cs_ = status_of(v);
         !cs_.in_error && cs_.has_limit && cs_.limit == bytes;
     }));
+}
+
+/* Runs argv (NULL-terminated: a tool such as vmemctl) with stdout and
+ * stderr captured into r. */
+typedef struct cmd_run {
+    int status;        /* exit status, or -1 if killed */
+    char out[65536], err[4096];
+} cmd_run_t;
+
+static inline void cmd_slurp(const char *path, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+static inline void cmd_run(cmd_run_t *r, const char *const argv[])
+{
+    char out[] = "/tmp/vmem-cmd-out-XXXXXX", err[] = "/tmp/vmem-cmd-err-XXXXXX";
+    int fo = mkstemp(out), fe = mkstemp(err);
+    cr_assert(fo >= 0 && fe >= 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int ws;
+    cr_assert_eq(waitpid(pid, &ws, 0), pid);
+    r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+    close(fo);
+    close(fe);
+    cmd_slurp(out, r->out, sizeof r->out);
+    cmd_slurp(err, r->err, sizeof r->err);
+    unlink(out);
+    unlink(err);
 }
 
 #endif

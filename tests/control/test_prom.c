@@ -294,45 +294,9 @@ static const char *vmemctl(void)
     return path;
 }
 
-typedef struct run {
-    int status;
-    char out[65536], err[4096];
-} run_t;
+typedef cmd_run_t run_t;
 
-static void slurp_into(const char *path, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    size_t n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
-static void run(run_t *r, const char *const argv[])
-{
-    char out[] = "/tmp/vmem-prom-out-XXXXXX", err[] = "/tmp/vmem-prom-err-XXXXXX";
-    int fo = mkstemp(out), fe = mkstemp(err);
-    cr_assert(fo >= 0 && fe >= 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int ws;
-    cr_assert_eq(waitpid(pid, &ws, 0), pid);
-    r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-    close(fo);
-    close(fe);
-    slurp_into(out, r->out, sizeof r->out);
-    slurp_into(err, r->err, sizeof r->err);
-    unlink(out);
-    unlink(err);
-}
+static void run(run_t *r, const char *const argv[]) { cmd_run(r, argv); }
 
 static int dir_has_tmp(const char *dir)
 {
@@ -373,7 +337,7 @@ Test(control_prom, vmemctl_prints_and_writes_the_textfile, .timeout = 30)
     cr_assert_eq(w.status, 0, "stderr: %s", w.err);
     cr_assert_str_empty(w.out, "--output prints nothing");
     static char written[65536];
-    slurp_into(prom, written, sizeof written);
+    cmd_slurp(prom, written, sizeof written);
     cr_assert_str_eq(written, r.out, "the textfile differs from what stats --prometheus prints");
     cr_assert_not(dir_has_tmp(dir), "a temporary file was left behind");
 
@@ -389,7 +353,7 @@ Test(control_prom, vmemctl_prints_and_writes_the_textfile, .timeout = 30)
                                   NULL});
     cr_assert_eq(w.status, 1);
     cr_assert(strstr(w.err, "gone.json") != NULL, "stderr: %s", w.err);
-    slurp_into(prom, written, sizeof written);
+    cmd_slurp(prom, written, sizeof written);
     prom_valid(written);
     cr_assert_eq(sample(written, "vmem_stats_file_ok{job=\"gone\"}"), 0, "%s", written);
     cr_assert_eq(sample(written, "vmem_stats_file_ok{device=\"0\",job=\"hp\"}"), 1);

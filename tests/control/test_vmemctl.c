@@ -32,46 +32,9 @@ static const char *exe(const char *var)
     return path[i];
 }
 
-typedef struct run {
-    int status;        /* exit status, or -1 if killed */
-    char out[16384], err[4096];
-} run_t;
+typedef cmd_run_t run_t;
 
-static void fd_drain(const char *path, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    size_t n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
-/* Runs argv (NULL-terminated) with stdout and stderr captured. */
-static void run(run_t *r, const char *const argv[])
-{
-    char out[] = "/tmp/vmemctl-out-XXXXXX", err[] = "/tmp/vmemctl-err-XXXXXX";
-    int fo = mkstemp(out), fe = mkstemp(err);
-    cr_assert(fo >= 0 && fe >= 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(fo, 1);
-        dup2(fe, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int ws;
-    cr_assert_eq(waitpid(pid, &ws, 0), pid);
-    r->status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-    close(fo);
-    close(fe);
-    fd_drain(out, r->out, sizeof r->out);
-    fd_drain(err, r->err, sizeof r->err);
-    unlink(out);
-    unlink(err);
-}
+static void run(run_t *r, const char *const argv[]) { cmd_run(r, argv); }
 
 static cJSON *json_load(const char *path)
 {
@@ -166,7 +129,7 @@ Test(control_vmemctl, malformed_control_file_is_left_alone, .timeout = 30)
     cr_assert_eq(r.status, 1);
     cr_assert(strstr(r.err, "not a JSON object") != NULL, "%s", r.err);
     char buf[64];
-    fd_drain(ctl, buf, sizeof buf);
+    cmd_slurp(ctl, buf, sizeof buf);
     cr_assert_str_eq(buf, "{\"limit\": oops");
     free(ctl);
     dir_remove(dir);
@@ -233,7 +196,7 @@ Test(control_vmemctl, stats_and_watch_show_the_file, .timeout = 30)
     run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "stats", "--json", stats, NULL});
     cr_assert_eq(r.status, 0);
     char raw[8192];
-    fd_drain(stats, raw, sizeof raw);
+    cmd_slurp(stats, raw, sizeof raw);
     cr_assert_str_eq(r.out, raw, "--json must print the file as it is");
 
     run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "watch", "--count", "3", "--interval", "0.05",
@@ -317,7 +280,7 @@ Test(control_vmemctl, demo_process_follows_set_limit, .timeout = 60)
     cr_assert_eq(waitpid(pid, &ws, 0), pid);
     cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the demo did not exit cleanly");
     char log[16384];
-    fd_drain(out, log, sizeof log);
+    cmd_slurp(out, log, sizeof log);
     close(fo);
     unlink(out);
     cr_assert(strstr(log, "limit 8.00 GiB -> 2.00 GiB") != NULL, "demo output:\n%s", log);
@@ -332,7 +295,7 @@ Test(control_vmemctl, demo_process_follows_set_limit, .timeout = 60)
 /* ------------------------------------------------------------------------ */
 
 /* The text of a file ("" if unreadable). */
-static void text_of(const char *path, char *buf, size_t len) { fd_drain(path, buf, len); }
+static void text_of(const char *path, char *buf, size_t len) { cmd_slurp(path, buf, len); }
 
 /* Sizes are written as exact integers: 2^64-1 was written as
  * 1.8446744073709552e+19 (which libvmem rejects) and 2^53+1 as ...990. */

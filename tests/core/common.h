@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -185,6 +186,21 @@ static inline vmem_location_t location_of(vmem_t *v, const void *p)
     vmem_ptr_info_t info;
     cr_assert_eq(vmem_ptr_info(v, p, &info), VMEM_OK, "vmem_ptr_info(%p) failed", p);
     return info.location;
+}
+
+/* Unsets every variable that changes vmem_config_from_env's result (the
+ * test starts from the defaults). */
+static inline void env_unset_all(void)
+{
+    static const char *vars[] = {
+        "VMEM_BACKEND", "VMEM_DEVICE", "VMEM_LIMIT", "VMEM_START_CAP", "VMEM_HOST_LIMIT",
+        "VMEM_HOST_FALLBACK", "VMEM_SIM_CAPACITY", "VMEM_SIM_FAIL_NTH", "VMEM_SIM_FAIL_RATE",
+        "VMEM_SIM_SEED", "VMEM_CONTROL_FILE", "VMEM_STATS_FILE", "VMEM_CONTROL_IMMEDIATE",
+        "VMEM_LOG_LEVEL", "VMEM_PLACEMENT", "VMEM_GROWTH", "VMEM_TRIM", "VMEM_TRIM_AGE",
+        "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT_0",
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
 }
 
 #endif

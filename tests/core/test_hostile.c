@@ -12,19 +12,12 @@
 
 #include "common.h"
 
-static const char *env_vars[] = {
-    "VMEM_BACKEND", "VMEM_DEVICE", "VMEM_LIMIT", "VMEM_START_CAP", "VMEM_HOST_LIMIT",
-    "VMEM_HOST_FALLBACK", "VMEM_SIM_CAPACITY", "VMEM_SIM_FAIL_NTH", "VMEM_SIM_FAIL_RATE",
-    "VMEM_SIM_SEED", "VMEM_CONTROL_FILE", "VMEM_STATS_FILE", "VMEM_CONTROL_IMMEDIATE",
-    "VMEM_LOG_LEVEL",
-};
 
 static log_capture_t cap = LOG_CAPTURE_INIT;
 
 static void clean_env(void)
 {
-    for (size_t i = 0; i < sizeof env_vars / sizeof env_vars[0]; i++)
-        unsetenv(env_vars[i]);
+    env_unset_all();
     capture_reset(&cap);
     vmem_set_log(capture_log, &cap, VMEM_LOG_WARN);
 }
