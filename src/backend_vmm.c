@@ -98,6 +98,12 @@ typedef struct vmm_backend {
      * new, unmapping staging; splits copying, unmapping, mapping. */
     double t_prep, t_wait, t_unmap_old, t_map_new, t_unstage, t_scopy, t_sunmap, t_smap;
     double t_flush, t_sync; /* ends of release batches (all of it); device syncs */
+    /* Moves to host by swap (swap_prepare): mapping the old device memory
+     * at the staging slot, unmapping it at its address, mapping the host
+     * memory there, queueing the copy; after it, unmapping staging and
+     * freeing the old memory (late: after the last copy).  Parks: unmaps. */
+    double t_sw_stage, t_sw_unmap, t_sw_host, t_enqueue, t_sw_free, t_free_late, t_park_unmap;
+    unsigned long long swap_steps, staged_steps;
     /* Host memory kept for moves to host, one big handle each (bign
      * granules): from host_reserve, and the host memory of moves back to
      * the device (up to keep_max bytes, VMEM_VMM_HOST_KEEP).  A keep pause
@@ -685,6 +691,8 @@ typedef struct move_step {
     int big;
     CUmemGenericAllocationHandle *h;
     CUevent done;
+    int swap; /* 1: a swap step (swap_prepare): old device memory at dst, host memory at src */
+    CUmemGenericAllocationHandle old; /* swap: the old device memory, held */
 } move_step_t;
 
 /* Creates the new memory of a step and maps it at the staging slot. */
@@ -810,6 +818,126 @@ static void step_abandon(vmm_backend_t *m, move_step_t *s)
 }
 
 /*
+ * A step of a move to host by swap, for a whole big device mapping: the
+ * old device memory (its handle held) is mapped at the staging slot, its
+ * mapping at src taken down, host memory (kept, else created) mapped at
+ * src, and the copy runs staging -> src.  Host memory is mapped once per
+ * step (the staged path maps it at staging, unmaps it and maps it again at
+ * src: its page-table work twice), and the old device memory is freed by
+ * the unmap of staging after the copy, or after the last copy (late).
+ */
+static int swap_fits(const vmm_backend_t *m, const move_step_t *s, int kind)
+{
+    size_t i0 = granule_index(m, s->src);
+    return kind == VMM_HOST && m->host_big && m->bign && s->n == m->bign && i0 % m->bign == 0 &&
+           m->big[i0] && m->state[i0] == VMM_DEVICE;
+}
+
+/* Maps the old device memory back at src (src unmapped), after a failed or
+ * abandoned swap step; a failure loses the step's granules (counted). */
+static CUresult swap_restore(vmm_backend_t *m, move_step_t *s)
+{
+    size_t bytes = s->n * m->granule;
+    CUresult r = m->cu->MemMap(s->src, bytes, 0, s->old, 0);
+    if (r == CUDA_SUCCESS)
+        r = m->cu->MemSetAccess(s->src, bytes, &m->access, 1);
+    if (r != CUDA_SUCCESS)
+        m->n.lost += s->n;
+    return r;
+}
+
+static CUresult swap_prepare(vmm_backend_t *m, move_step_t *s)
+{
+    size_t bytes = s->n * m->granule;
+    double t0 = seconds();
+    s->swap = 1;
+    s->big = 1;
+    CUresult r = m->cu->MemRetainAllocationHandle(&s->old, (void *)(uintptr_t)s->src);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = m->cu->MemMap(s->dst, bytes, 0, s->old, 0);
+    if (r == CUDA_SUCCESS) {
+        r = m->cu->MemSetAccess(s->dst, bytes, &m->access, 1);
+        if (r != CUDA_SUCCESS)
+            m->cu->MemUnmap(s->dst, bytes);
+    }
+    double t1 = seconds();
+    m->t_sw_stage += t1 - t0;
+    if (r != CUDA_SUCCESS) {
+        m->cu->MemRelease(s->old);
+        return r;
+    }
+    /* The old memory stays alive: held, and mapped at staging. */
+    r = m->cu->MemUnmap(s->src, bytes);
+    double t2 = seconds();
+    m->t_sw_unmap += t2 - t1;
+    if (r == CUDA_SUCCESS) {
+        CUmemGenericAllocationHandle h;
+        r = CUDA_ERROR_NOT_FOUND;
+        while (m->nkeep && r != CUDA_SUCCESS) {
+            h = m->hkeep[--m->nkeep];
+            r = m->cu->MemMap(s->src, bytes, 0, h, 0);
+            m->cu->MemRelease(h); /* mapped: the mapping keeps it; else dropped */
+            if (r == CUDA_SUCCESS)
+                m->keep_hits++;
+        }
+        if (r != CUDA_SUCCESS) {
+            r = m->cu->MemCreate(&h, bytes, &m->prop[VMM_HOST], 0);
+            if (r == CUDA_SUCCESS) {
+                r = m->cu->MemMap(s->src, bytes, 0, h, 0);
+                m->cu->MemRelease(h);
+                if (r == CUDA_SUCCESS)
+                    m->n.big_maps++;
+            }
+        }
+        if (r == CUDA_SUCCESS) {
+            r = m->cu->MemSetAccess(s->src, bytes, &m->access, 1);
+            if (r != CUDA_SUCCESS)
+                m->cu->MemUnmap(s->src, bytes); /* frees the host memory */
+        }
+        if (r != CUDA_SUCCESS)
+            swap_restore(m, s);
+    } /* else the unmap failed: src still maps the old memory */
+    m->t_sw_host += seconds() - t2;
+    if (r != CUDA_SUCCESS) {
+        m->cu->MemUnmap(s->dst, bytes);
+        m->cu->MemRelease(s->old);
+    }
+    return r;
+}
+
+/* After the copy of a swap step (ok: it completed): staging unmapped, the
+ * old device memory freed (or its handle put in late[] when late).  Not
+ * ok (the step is abandoned): the host memory at src goes, the old device
+ * memory is mapped back there. */
+static CUresult swap_finish(vmm_backend_t *m, move_step_t *s, int ok,
+                            CUmemGenericAllocationHandle *late, size_t *nlate)
+{
+    size_t bytes = s->n * m->granule;
+    CUresult r = CUDA_SUCCESS;
+    if (!ok) {
+        m->cu->MemUnmap(s->src, bytes);
+        r = swap_restore(m, s);
+    }
+    double t0 = seconds();
+    m->cu->MemUnmap(s->dst, bytes);
+    if (ok && late)
+        late[(*nlate)++] = s->old;
+    else
+        m->cu->MemRelease(s->old);
+    m->t_sw_free += seconds() - t0;
+    return r;
+}
+
+/* VMEM_VMM_<name>, read at each move (so a benchmark may switch it between
+ * pauses): unset or empty gives dflt, "0" gives 0, anything else 1. */
+static int env_flag(const char *name, int dflt)
+{
+    const char *e = getenv(name);
+    return e && *e ? strcmp(e, "0") != 0 : dflt;
+}
+
+/*
  * Moves in steps of `batch` bytes aligned to big handles, VMM_STAGES in
  * flight: while the copies run on the backend's stream, the memory of later
  * steps is created and mapped, and finished steps remapped.  Old and new
@@ -834,8 +962,18 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
     for (size_t i = first; i < first + n; i++)
         if (m->state[i] != from)
             return VMEM_ERR_INVALID;
-    if (!ctx_enter(m))
+    int swap_on = env_flag("VMEM_VMM_MOVE_SWAP", 1), phases = env_flag("VMEM_VMM_PHASES", 0);
+    vmm_backend_t t0 = *m; /* the timers before, for the phases line */
+    double w0 = seconds();
+    /* Late: the old device memory of swap steps freed after the last copy. */
+    CUmemGenericAllocationHandle *late = NULL;
+    size_t nlate = 0;
+    if (to_host && m->bign && env_flag("VMEM_VMM_FREE_LATE", 0))
+        late = malloc((n / m->bign + 1) * sizeof *late);
+    if (!ctx_enter(m)) {
+        free(late);
         return VMEM_ERR_BACKEND;
+    }
     CUresult r = m->cu->CtxSynchronize(); /* the data must be at rest */
     m->n.syncs++;
     if (r == CUDA_SUCCESS) { /* big mappings (device, or host) cut by the run */
@@ -848,6 +986,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         if (!m->batch_depth)
             scratch_drop(m);
     }
+    double w1 = seconds();
     move_step_t step[VMM_STAGES];
     size_t started = 0, finished = 0, pos = 0; /* steps, steps, granules */
     while (finished < started || (r == CUDA_SUCCESS && pos < n)) {
@@ -859,23 +998,46 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
             s->n = n - pos < len ? n - pos : len;
             s->h = m->handles + (started % VMM_STAGES) * per;
             s->done = m->done[started % VMM_STAGES];
-            r = step_prepare(m, s, kind);
+            s->swap = 0;
+            r = swap_on && swap_fits(m, s, kind) ? swap_prepare(m, s) : step_prepare(m, s, kind);
             if (r != CUDA_SUCCESS)
                 break;
-            r = m->cu->MemcpyAsync(s->dst, s->src, s->n * m->granule, m->stream);
+            double e0 = seconds();
+            r = s->swap ? m->cu->MemcpyAsync(s->src, s->dst, s->n * m->granule, m->stream)
+                        : m->cu->MemcpyAsync(s->dst, s->src, s->n * m->granule, m->stream);
             if (r == CUDA_SUCCESS)
                 r = m->cu->EventRecord(s->done, m->stream);
+            m->t_enqueue += seconds() - e0;
             if (r != CUDA_SUCCESS) {
-                step_abandon(m, s);
+                if (s->swap)
+                    swap_finish(m, s, 0, NULL, NULL);
+                else
+                    step_abandon(m, s);
                 break;
             }
             pos += s->n;
             started++;
+            if (s->swap)
+                m->swap_steps++;
+            else
+                m->staged_steps++;
         }
         if (finished == started)
             break;
         move_step_t *s = &step[finished % VMM_STAGES];
-        CUresult f = step_finish(m, s, kind);
+        CUresult f;
+        if (s->swap) {
+            double e0 = seconds();
+            f = m->cu->EventSynchronize(s->done);
+            m->t_wait += seconds() - e0;
+            CUresult g = swap_finish(m, s, f == CUDA_SUCCESS, late, &nlate);
+            if (f == CUDA_SUCCESS)
+                f = g;
+            else
+                s->n = 0; /* restored: nothing of it moved */
+        } else {
+            f = step_finish(m, s, kind);
+        }
         finished++;
         if (f != CUDA_SUCCESS) {
             if (r == CUDA_SUCCESS)
@@ -885,8 +1047,20 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         memset(m->state + granule_index(m, s->src), kind, s->n);
         *moved += s->n * m->granule;
     }
-    for (; finished < started; finished++)
-        step_abandon(m, &step[finished % VMM_STAGES]);
+    for (; finished < started; finished++) {
+        move_step_t *s = &step[finished % VMM_STAGES];
+        if (s->swap) {
+            m->cu->EventSynchronize(s->done);
+            swap_finish(m, s, 0, NULL, NULL);
+        } else {
+            step_abandon(m, s);
+        }
+    }
+    double l0 = seconds();
+    while (nlate)
+        m->cu->MemRelease(late[--nlate]);
+    m->t_free_late += seconds() - l0;
+    free(late);
     ctx_leave(m);
     if (to_host) {
         m->in_use -= *moved;
@@ -896,6 +1070,20 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         m->host_in_use -= *moved;
     }
     m->n.moved += *moved;
+    if (phases)
+        fprintf(stderr,
+                "libvmem: vmm phases: move to %s %zu MiB: %.1f ms (sync+edges %.1f; steps: swap %llu, "
+                "staged %llu); swap: map-old-at-stage %.1f unmap-old %.1f map-host %.1f "
+                "free-old %.1f free-late %.1f; staged: create+map %.1f unmap-old %.1f map-new %.1f "
+                "unstage %.1f; enqueue %.1f; wait-copy %.1f\n",
+                to_host ? "host" : "device", *moved >> 20, (seconds() - w0) * 1e3,
+                (w1 - w0) * 1e3, m->swap_steps - t0.swap_steps, m->staged_steps - t0.staged_steps,
+                (m->t_sw_stage - t0.t_sw_stage) * 1e3, (m->t_sw_unmap - t0.t_sw_unmap) * 1e3,
+                (m->t_sw_host - t0.t_sw_host) * 1e3, (m->t_sw_free - t0.t_sw_free) * 1e3,
+                (m->t_free_late - t0.t_free_late) * 1e3, (m->t_prep - t0.t_prep) * 1e3,
+                (m->t_unmap_old - t0.t_unmap_old) * 1e3, (m->t_map_new - t0.t_map_new) * 1e3,
+                (m->t_unstage - t0.t_unstage) * 1e3, (m->t_enqueue - t0.t_enqueue) * 1e3,
+                (m->t_wait - t0.t_wait) * 1e3);
     return r == CUDA_SUCCESS ? VMEM_OK : status_of(r);
 }
 
@@ -913,6 +1101,8 @@ static vmem_status_t vmm_region_park(backend_t *b, void *base, size_t size)
             return VMEM_ERR_INVALID;
     if (!ctx_enter(m))
         return VMEM_ERR_BACKEND;
+    double w0 = seconds(), w1 = w0, w2 = w0;
+    size_t maps = 0;
     CUresult r = m->cu->CtxSynchronize(); /* queued work may still use it */
     m->n.syncs++;
     if (r == CUDA_SUCCESS) {
@@ -924,7 +1114,12 @@ static vmem_status_t vmm_region_park(backend_t *b, void *base, size_t size)
         }
     }
     if (r == CUDA_SUCCESS) {
+        for (size_t i = first; i < first + n; i += m->big[i] ? m->bign : 1)
+            maps++;
+        w1 = seconds();
         run_unmap(m, first, n);
+        w2 = seconds();
+        m->t_park_unmap += w2 - w1;
         for (size_t i = first; i < first + n; i++) {
             if (m->state[i] == VMM_DEVICE)
                 m->in_use -= m->granule;
@@ -936,6 +1131,12 @@ static vmem_status_t vmm_region_park(backend_t *b, void *base, size_t size)
     if (!m->batch_depth)
         scratch_drop(m);
     ctx_leave(m);
+    if (env_flag("VMEM_VMM_PHASES", 0))
+        fprintf(stderr,
+                "libvmem: vmm phases: park %zu MiB: %.1f ms (sync+edges %.1f; unmap %.1f, %zu "
+                "mappings in %s)\n",
+                size >> 20, (seconds() - w0) * 1e3, (w1 - w0) * 1e3, (w2 - w1) * 1e3, maps,
+                m->unmap_runs ? "one call" : "one call each");
     return r == CUDA_SUCCESS ? VMEM_OK : status_of(r);
 }
 
@@ -1347,6 +1548,8 @@ int backend_vmm_counters(const backend_t *b, backend_vmm_counters_t *out)
     out->big_bytes = m->bign * m->granule;
     out->unmap_runs = m->unmap_runs;
     out->zombie_bytes = m->zombie;
+    out->swap_steps = m->swap_steps;
+    out->staged_steps = m->staged_steps;
     return 0;
 }
 

@@ -74,6 +74,8 @@ typedef struct backend_vmm_counters {
     unsigned long long lost;           /* granules lost by a failed undo (never expected) */
     unsigned long long moved;          /* bytes moved between host and device */
     size_t zombie_bytes;       /* given back but still held inside big mappings */
+    unsigned long long swap_steps;   /* steps of moves to host by swap (VMEM_VMM_MOVE_SWAP) */
+    unsigned long long staged_steps; /* steps of moves through staging */
 } backend_vmm_counters_t;
 
 struct backend;

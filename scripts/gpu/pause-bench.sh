@@ -21,10 +21,14 @@ rc=0
 run() { # name, env..., -- args
     local name=$1; shift
     echo "== $name"
-    env "$@" python3 scripts/gpu/pause_bench.py 2>&1 | tee "$OUT/$name.log" | grep -E '^(RESULT|FAIL|SKIP)'
+    env "$@" python3 scripts/gpu/pause_bench.py 2>&1 | tee "$OUT/$name.log" | grep -E '^(RESULT|FAIL|SKIP)|vmm phases'
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 }
-run bench     VMEM_BACKEND=vmm PART=bench PAUSE_GIB="${PAUSE_GIB:-20}"
+echo "== gpu-vmm pause tests"
+"${BUILD:-build-gpu}/tests/gpu/test_vmm" --jobs 1 --filter 'vmm_gpu/pause_keep*' 2>&1 |
+    tee "$OUT/gpu-vmm-pause.txt" | tail -2
+[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL gpu-vmm pause tests"; rc=1; }
+run bench     VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 PART=bench PAUSE_GIB="${PAUSE_GIB:-20}"
 run graph     VMEM_BACKEND=vmm PART=graph
 run colocate  VMEM_BACKEND=vmm PART=colocate
 run capture-cuda VMEM_BACKEND=cuda PART=capture
@@ -35,5 +39,5 @@ else
     echo "SKIP torch_memory_saver: set TMS_DIR to a built checkout"
 fi
 echo "== summary"
-grep -h '^RESULT\|^FAIL' "$OUT"/*.log
+grep -h '^RESULT\|^FAIL\|vmm phases' "$OUT"/*.log
 exit $rc

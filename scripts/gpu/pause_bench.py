@@ -124,6 +124,27 @@ def part_bench():
     result("resume-keep #3 %d GiB: %.3f s, %.1f GB/s" % (n >> 30, tr, gbps(n, tr)))
     if not verify(x):
         fail("contents changed across pause/resume #3")
+    # Variants of the warm pause (the backend reads these at each move; the
+    # "vmm phases" lines on stderr give each move's breakdown):
+    # #4 the staged path (host memory mapped at staging, then at its
+    # address), #5 swap with the old device memory freed after the last copy.
+    for label, var, val in (("#4 staged path (VMEM_VMM_MOVE_SWAP=0)", "VMEM_VMM_MOVE_SWAP", "0"),
+                            ("#5 swap, device memory freed late (VMEM_VMM_FREE_LATE=1)",
+                             "VMEM_VMM_FREE_LATE", "1")):
+        os.environ[var] = val
+        fill(x)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        L.pause("big", keep=True, empty_cache=False)
+        tp = time.perf_counter() - t
+        del os.environ[var]
+        result("pause-keep %s %d GiB: %.3f s, %.1f GB/s (target >= 45)"
+               % (label, n >> 30, tp, gbps(n, tp)))
+        L.resume("big")
+        if not verify(x):
+            fail("contents changed across pause/resume %s" % label)
+        else:
+            result("contents bitwise equal after resume %s" % label)
     L.reserve_host(0)  # the baseline below pins its own
     torch.cuda.synchronize()
     free0 = other_process_free()

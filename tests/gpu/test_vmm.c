@@ -385,3 +385,60 @@ Test(vmm_gpu, release_host_memory_with_one_handle_per_granule)
 {
     host_split_scenario(0);
 }
+
+/* A keep pause moves a tag's device memory to host memory at the same
+ * addresses: by swap (the default: whole 64 MiB device mappings mapped at
+ * staging, host memory mapped once at their addresses), through staging
+ * (VMEM_VMM_MOVE_SWAP=0), or by swap freeing the device memory after the
+ * last copy (VMEM_VMM_FREE_LATE=1).  Each way the contents come back
+ * intact, twice (the second pause maps the host memory kept by the first
+ * resume), and the path taken is the one asked for. */
+static void pause_move_scenario(const char *swap, const char *late)
+{
+    setenv("VMEM_VMM_MOVE_SWAP", swap, 1);
+    setenv("VMEM_VMM_FREE_LATE", late, 1);
+    vmem_t *v = open_vmm(GiB, GiB);
+    need_host_backing(v);
+    size_t bytes = 256 * MiB, n = bytes / 4;
+    void *p = vmem_alloc_tagged(v, bytes, 1);
+    cr_assert_not_null(p);
+    backend_vmm_counters_t c0, c1;
+    for (int round = 0; round < 2; round++) {
+        cr_assert_eq(gpu_fill(p, n, 0x7000u + (uint32_t)round), 0);
+        cr_assert_eq(backend_vmm_counters(v->dev_backend, &c0), 0);
+        cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+        cr_assert_eq(backend_vmm_counters(v->dev_backend, &c1), 0);
+        cr_assert_eq(where(v, p), VMEM_LOC_HOST);
+        cr_assert_eq(c1.lost, 0);
+        if (strcmp(swap, "0") == 0 || !c0.big_bytes)
+            cr_assert_eq(c1.swap_steps, c0.swap_steps, "swap off: no swap step");
+        else
+            cr_assert_geq(c1.swap_steps - c0.swap_steps, bytes / c0.big_bytes,
+                          "swap steps %llu", c1.swap_steps - c0.swap_steps);
+        CHECK(v);
+        cr_assert_eq(vmem_resume(v, 1), VMEM_OK);
+        cr_assert_eq(where(v, p), VMEM_LOC_DEVICE);
+        CHECK(v);
+        expect_words(p, bytes, 0x7000u + (uint32_t)round, 1, 0);
+    }
+    cr_assert_eq(vmem_free(v, p), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+    unsetenv("VMEM_VMM_MOVE_SWAP");
+    unsetenv("VMEM_VMM_FREE_LATE");
+}
+
+Test(vmm_gpu, pause_keep_by_swap_keeps_contents)
+{
+    pause_move_scenario("1", "0");
+}
+
+Test(vmm_gpu, pause_keep_through_staging_keeps_contents)
+{
+    pause_move_scenario("0", "0");
+}
+
+Test(vmm_gpu, pause_keep_by_swap_freeing_late_keeps_contents)
+{
+    pause_move_scenario("1", "1");
+}
