@@ -163,7 +163,13 @@ def worker(a):
                        "moved_to_host": s1["movedToHostBytes"] - s0["movedToHostBytes"],
                        "moved_to_device": s1["movedToDeviceBytes"] - s0["movedToDeviceBytes"],
                        "host_in_use": s1["hostInUse"], "dev_max": s1["deviceMemUsedMax"],
-                       "limit": s1["limit"], "rule": s1.get("placement")}
+                       "limit": s1["limit"], "rule": s1.get("placement"),
+                       # lifetimes of the blocks on host freed in this step
+                       "host_freed": s1["hostFreedBytes"] - s0["hostFreedBytes"],
+                       "life_events_sum": s1["hostFreedBytes"] * s1["hostLifeEvents"]
+                       - s0["hostFreedBytes"] * s0["hostLifeEvents"],
+                       "life_seconds_sum": s1["hostFreedBytes"] * s1["hostLifeSeconds"]
+                       - s0["hostFreedBytes"] * s0["hostLifeSeconds"]}
                 res["steps"].append(rec)
                 log("%s %s %-8s %2d %8.1f ms loss %.5f host %.2f GB (plan %.2f fb %.2f mv %.2f) "
                     "host in use %.2f GB" % (a.job, a.mode, name, k, rec["ms"], rec["loss"],
@@ -207,6 +213,10 @@ def summarise(results):
                    "host_bytes_per_step": statistics.median(s["host_placed"] + s["moved_to_host"]
                                                             for s in ph if s["k"] >= 5) if len(ph) > 5 else None,
                    "rule": ph[-1].get("rule"),
+                   "host_life_events": (sum(s["life_events_sum"] for s in ph if s["k"] >= 5) /
+                                        max(1, sum(s["host_freed"] for s in ph if s["k"] >= 5))),
+                   "host_life_ms": 1e3 * (sum(s["life_seconds_sum"] for s in ph if s["k"] >= 5) /
+                                          max(1, sum(s["host_freed"] for s in ph if s["k"] >= 5))),
                    "first_cut_steps_ms": [round(s["ms"], 1) for s in ph[:3]]}
             if bw:
                 kbw = bw["kernel_read_gbs"] * 1e9
@@ -281,6 +291,11 @@ def main():
             r.get("zero_copy_floor_ms", float("nan")), r.get("vs_zero_copy_floor", float("nan")),
             r.get("overlap_floor_ms", float("nan")), r.get("raised_vs_full", float("nan")),
             r.get("losses_bitwise_equal")))
+    log("\nhost bytes per step and the lifetime of the blocks on host (bytes-weighted, steps 6-8):")
+    for r in rows:
+        log("%-9s %-8s %-6s %6.2f GB  %8.0f events  %8.1f ms" % (
+            r["job"], r["mode"], r["cut"], (r["host_bytes_per_step"] or 0) / 1e9,
+            r["host_life_events"], r["host_life_ms"]))
     return 0
 
 
