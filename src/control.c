@@ -98,6 +98,8 @@ struct control {
     uint64_t reads, good, errors;
     uint64_t rescans;           /* changes found by the identity re-check */
     int pacing, suspended;
+    int boundary_work;          /* a change arrived while suspended: the
+                                   suspended thread moves memory (step end's) */
     /* Names in dir that resolving path passes through besides name itself
      * (a ConfigMap volume: ..data, ..<timestamp>); the watcher thread's. */
     char *links[CHAIN_MAX];
@@ -512,7 +514,19 @@ static void file_read(struct control *c, int initial)
         vmem_log(c->v, VMEM_LOG_INFO, "control file %s: new setting: %s%s", c->path, what,
                  c->v->cfg.control_immediate || initial ? "" : "; applied at the next step end");
     }
-    if (changed && c->v->cfg.control_immediate && !initial) {
+    int handed = 0;
+    if (changed && !initial) {
+        /* a job suspended at perf 0 sits at its step boundary: its own
+         * thread applies the change there and moves memory as a step end
+         * would (a cut below live on vmm evicts), then waits again */
+        pthread_mutex_lock(&c->lock);
+        if (c->suspended > 0) {
+            c->boundary_work = handed = 1;
+            pthread_cond_broadcast(&c->cond);
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    if (changed && c->v->cfg.control_immediate && !initial && !handed) {
         control_apply_pending(c->v);
         /* a job suspended at perf 0 writes no statistics at step ends: the
          * scheduler would not see a cut it asked for take effect */
@@ -906,6 +920,14 @@ int control_pace(vmem_t *v, double step_seconds)
                 here = was_suspended = 1;
                 c->suspended++;
                 vmem_log(v, VMEM_LOG_INFO, "perf 0: suspended at the step boundary");
+            }
+            if (c->boundary_work) {
+                c->boundary_work = 0;
+                pthread_mutex_unlock(&c->lock);
+                control_apply_pending(v);
+                vmem_boundary_rebalance(v);
+                pthread_mutex_lock(&c->lock);
+                continue;
             }
             pthread_cond_wait(&c->cond, &c->lock);
             continue;

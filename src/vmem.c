@@ -717,6 +717,34 @@ vmem_status_t vmem_trim(vmem_t *v, size_t *released)
 /* Step hook                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* The safe point to move data between host and device (vmm, sim-vmm): a
+ * step end, or a job suspended at perf 0 when its limit changes (control.c).
+ * Free memory still owned by streams is settled first, so a shrink can give
+ * back every free granule before it evicts live ones.  Called with v->lock. */
+static vmem_status_t boundary_moves(vmem_t *v, bfc_moves_t *moves)
+{
+    if (v->dev.hostmap && v->multi_stream && (v->dev.pending || v->dev.held_host))
+        streams_settle(v);
+    /* Blocks the plan keeps on host stay there while the step does not fit
+     * under the limit (placement.c); otherwise they come back. */
+    v->dev.hold_host = place_hold_host(&v->place, v->dev.limit);
+    return bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, moves);
+}
+
+void vmem_boundary_rebalance(vmem_t *v)
+{
+    bfc_moves_t moves;
+    pthread_mutex_lock(&v->lock);
+    vmem_status_t st = boundary_moves(v, &moves);
+    pthread_mutex_unlock(&v->lock);
+    if (moves.to_host || moves.to_device || st < 0)
+        vmem_log(v, st >= 0 ? VMEM_LOG_INFO : VMEM_LOG_WARN,
+                 "suspended: %zu bytes moved to host, %zu back to device%s%s", moves.to_host,
+                 moves.to_device, st >= 0 ? "" : ": ", st >= 0 ? "" : vmem_strerror(st));
+    if (v->stats_file)
+        stats_write_file(v, v->stats_file);
+}
+
 vmem_status_t vmem_step_end(vmem_t *v)
 {
     if (!v)
@@ -724,16 +752,8 @@ vmem_status_t vmem_step_end(vmem_t *v)
     control_apply_pending(v);
     double now = vmem_now();
     pthread_mutex_lock(&v->lock);
-    /* The safe point to move data between host and device (vmm, sim-vmm).
-     * Free memory still owned by streams is settled first, so a shrink can
-     * give back every free granule before it evicts live ones. */
-    if (v->dev.hostmap && v->multi_stream && (v->dev.pending || v->dev.held_host))
-        streams_settle(v);
     bfc_moves_t moves;
-    /* Blocks the plan keeps on host stay there while the step does not fit
-     * under the limit (placement.c); otherwise they come back. */
-    v->dev.hold_host = place_hold_host(&v->place, v->dev.limit);
-    vmem_status_t mst = bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, &moves);
+    vmem_status_t mst = boundary_moves(v, &moves);
     tags_step_end(v);
     double dur = now - v->step_start;
     place_env_t env = place_env(v);

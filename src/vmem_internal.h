@@ -111,6 +111,9 @@ vmem_status_t control_start(vmem_t *v, const char *path);
 void control_stop(vmem_t *v);
 void control_apply_pending(vmem_t *v);
 int control_pace(vmem_t *v, double step_seconds);
+/* vmem.c: the step end's moves between host and device, for a job suspended
+ * at perf 0 whose limit changed (then the statistics file is rewritten). */
+void vmem_boundary_rebalance(vmem_t *v);
 
 /* What the watcher has seen, for tests and diagnostics. */
 typedef struct control_status {

@@ -21,7 +21,8 @@ state only (the first GPU run of this example measured that).
 
 --mode sim: the same loop shape on libvmem's simulated device (no GPU, no
 PyTorch; for CI): per step, activations of ACT_BYTES_PER_SAMPLE * batch bytes
-in 16 MiB blocks on top of WEIGHT_BYTES kept live, then a sleep standing for
+in 16 MiB blocks on top of WEIGHT_BYTES kept live (and OPT_STATE_BYTES, made
+among the first step's activations, as an optimizer's state is), then a sleep standing for
 the compute (SIM_MS_PER_SAMPLE per sample), ten times as long for the share of
 the step's bytes that landed in host memory, as spilled steps are on a GPU.
 
@@ -48,7 +49,8 @@ import libvmem  # noqa: E402
 
 MiB = 1 << 20
 ACT_BYTES_PER_SAMPLE = 24 * MiB   # sim mode: activations per sample
-WEIGHT_BYTES = 256 * MiB          # sim mode: weights and optimizer state
+WEIGHT_BYTES = 128 * MiB          # sim mode: weights
+OPT_STATE_BYTES = 128 * MiB       # sim mode: optimizer state, made at the first step
 SIM_MS_PER_SAMPLE = 0.5           # sim mode: compute per sample
 BLOCK = 16 * MiB
 
@@ -124,9 +126,19 @@ class SimWork:
         return blocks
 
     def step(self, batch):
-        blocks = self.alloc(batch * ACT_BYTES_PER_SAMPLE)
+        act = batch * ACT_BYTES_PER_SAMPLE
+        if not hasattr(self, "state"):
+            # the optimizer state, made at the first step (as Adam's is) among
+            # the activations: live blocks spread over the arena, as on a GPU
+            blocks = []
+            self.state = []
+            for _ in range(max(1, OPT_STATE_BYTES // BLOCK)):
+                blocks += self.alloc(act // max(1, OPT_STATE_BYTES // BLOCK))
+                self.state += self.alloc(BLOCK)
+        else:
+            blocks = self.alloc(act)
         host = libvmem.stats()["hostInUse"]
-        total = (len(blocks) * BLOCK) + WEIGHT_BYTES
+        total = (len(blocks) * BLOCK) + WEIGHT_BYTES + OPT_STATE_BYTES
         frac = min(1.0, host / total) if total else 0.0
         time.sleep(batch * SIM_MS_PER_SAMPLE * 1e-3 * (1 + 9 * frac))
         for p in blocks:

@@ -7,8 +7,11 @@
 
 Starts the scheduler (dynamic, static) and the jobs (job.py) with their own
 control and statistics files in DIR, each job with VMEM_LIMIT = the budget
-(its start cap), VMEM_BACKEND (cuda with --mode torch, sim with --mode sim) and
-VMEM_CONTROL_IMMEDIATE=1 (a cut reaches a job suspended at perf 0 too).
+(its start cap), VMEM_BACKEND (--backend; default vmm with --mode torch, sim-vmm
+with --mode sim: a job cut below its live bytes, suspended or not, moves them to
+host at its step boundary, where cuda/sim keep every region a live block sits in;
+a job suspended at perf 0 applies a change at once, at its boundary) and, on
+cuda/sim only, VMEM_CONTROL_IMMEDIATE=1.
 Both jobs start together and get past their start-up (job.py --ready-file);
 the clock starts (the high-priority job's first step) once both are ready,
 so that neither's start-up is in the figures.  The opportunistic job's first step waits until
@@ -94,6 +97,9 @@ def main():
     ap.add_argument("--hp-max-seconds", type=float, default=0,
                     help="cap on the high-priority job's run (0: none)")
     ap.add_argument("--mode", choices=["torch", "sim"], default="torch")
+    ap.add_argument("--backend", default="",
+                    help="VMEM_BACKEND of the jobs (default vmm, sim-vmm with --mode sim: a "
+                    "cut below a job's live bytes moves them to host; cuda/sim cannot)")
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--image-size", type=int, default=160)
     ap.add_argument("--vmemctl", default=os.environ.get("VMEMCTL", "vmemctl"))
@@ -110,9 +116,14 @@ def main():
 
     def env_for(job):
         e = dict(os.environ)
-        e.update(VMEM_LIMIT=a.budget, VMEM_BACKEND="cuda" if a.mode == "torch" else "sim",
+        e.update(VMEM_LIMIT=a.budget, VMEM_BACKEND=a.backend or
+                 ("vmm" if a.mode == "torch" else "sim-vmm"),
                  VMEM_CONTROL_FILE=files[job]["control.json"],
-                 VMEM_STATS_FILE=files[job]["stats.json"], VMEM_CONTROL_IMMEDIATE="1")
+                 VMEM_STATS_FILE=files[job]["stats.json"])
+        # vmm moves memory only at step boundaries (a suspended job's
+        # included); cuda/sim give back empty regions at once
+        if e["VMEM_BACKEND"] in ("cuda", "sim"):
+            e["VMEM_CONTROL_IMMEDIATE"] = "1"
         if a.mode == "sim":
             e.setdefault("VMEM_SIM_CAPACITY", "64G")
         return e

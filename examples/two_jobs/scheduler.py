@@ -15,7 +15,12 @@ the most the high-priority job used in one step (device + host bytes) over the
 last --window seconds.  When the high-priority job grows (it spills to host, or
 its need rises), the opportunistic job's limit is cut at once and it is
 suspended (perf 0) while the high-priority job runs --probe-steps steps alone,
-which gives its step time alone (the baseline).  Then the opportunistic job
+which gives its step time alone (the baseline); growth is a step using more than
+the need known so far (a step that spills because the memory granted is still
+being freed is not).  The opportunistic job also waits (perf 0) while what it
+would get is less than the most it used in one step: it would spill every step.
+On libvmem's vmm backend a cut below its live bytes moves them to host at its
+step boundary, suspended or not, so the memory moves at once.  Then the opportunistic job
 runs again with a GPU time share (perf) that is halved whenever the
 high-priority job's recent median step time is more than --slo over the
 baseline and raised by 10 while it is under half of that.
@@ -75,10 +80,15 @@ class Policy:
         self.baseline = None        # high-priority step seconds alone
         self.recent = []
         self.grows = 0
+        self.opp_need = 0           # the most the opportunistic job used in one step
+        self.opp_fits = True
 
     @property
     def opp_perf(self):
-        return 0 if self.probing else self.perf_run
+        # it waits while the high-priority job takes its baseline, and while
+        # its working set does not fit in what it is given: spilling every
+        # step it would crawl and still take GPU time from the other job
+        return 0 if self.probing or not self.opp_fits else self.perf_run
 
     def _grow(self, hp_steps):
         self.grows += 1
@@ -90,11 +100,19 @@ class Policy:
         self.last_step = hp.get("steps", 0)
         used = hp["deviceMemUsedMax"] + hp["hostMemUsedMax"]
         spilled = hp["hostMemUsedMax"] > 0
-        grew = self.need > 0 and used > self.need * 1.05 + (64 << 20)
+        # growth: more bytes in a step than the need known so far.  A step
+        # that spills without growing (the memory it was granted is still
+        # being freed by the other job) is no new growth: restarting the
+        # probe on it kept the opportunistic job suspended, and unable to
+        # reach the step end that would apply its cut, for a whole phase
+        # (H100 run 2).  Such steps count in no step-time figure either.
+        grew = used > self.need * 1.05 + (64 << 20) if self.need else spilled
         self.samples.append((now, used))
         step_s = hp["miniBatchDuration"] * 1e-6
-        if spilled or grew:
+        if grew:
             self._grow(self.last_step)
+        elif spilled:
+            pass
         elif self.probing:
             # the steps after the cut, alone and on the device only; the
             # first two after it may still run beside the opportunistic job
@@ -117,6 +135,9 @@ class Policy:
     def update(self, hp, opp, now):
         if hp is not None and hp.get("steps", 0) != self.last_step and hp.get("steps", 0) > 0:
             self._hp_step(hp, now)
+        if opp is not None and opp.get("steps", 0) > 0:
+            self.opp_need = max(self.opp_need,
+                                opp.get("deviceMemUsedMax", 0) + opp.get("hostMemUsedMax", 0))
         kept = [(t, u) for t, u in self.samples if now - t <= self.window]
         self.samples = kept or self.samples[-1:]
         self.need = max((u for _, u in self.samples), default=0)
@@ -128,6 +149,7 @@ class Policy:
         # memory moves only where it is free
         opp_limit = max(self.opp_min, min(want_opp, self.budget - hp_held))
         hp_limit = min(self.budget - want_opp, self.budget - max(opp_limit, opp_held))
+        self.opp_fits = not self.opp_need or want_opp >= self.opp_need
         return max(hp_limit, 0), opp_limit, self.opp_perf
 
 
@@ -183,6 +205,11 @@ def main():
         now = time.time() - t0
         if a.mode == "dynamic":
             hp_limit, opp_limit, perf = policy.update(hs, os_, now)
+            if perf == 0:
+                # suspended first: the job ends its step on the memory it
+                # has, then takes the cut at its step boundary (on vmm its
+                # live blocks move to host there, suspended)
+                opp.set("perf", perf)
             # cut first, then grant: the order keeps the sum within the budget
             if opp.written.get("limit", 1 << 62) > opp_limit:
                 opp.set("limit", opp_limit)

@@ -248,3 +248,66 @@ Test(control_configmap, immediate_cut_of_a_suspended_job_shows_in_its_statistics
     free(stats);
     tree_remove(dir);
 }
+
+/* The two-job run on an H100 (issue 15, round 3): the opportunistic job,
+ * suspended at perf 0, was cut below its live bytes; its step end never
+ * came, so the cut stayed pending and the high-priority job spilled every
+ * step of its largest phase.  A change reaching a suspended job is applied
+ * by the job's own thread at its step boundary, with the step end's moves:
+ * on vmm/sim-vmm the live blocks go to host at once, and come back when the
+ * limit is raised, the job still suspended. */
+Test(control_configmap, cut_below_live_of_a_suspended_job_moves_its_blocks_to_host,
+     .timeout = 60)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json"), *stats = path_join(dir, "stats.json");
+    file_put_atomic(ctl, "{\"perf\": 0}");
+    vmem_config_t cfg;
+    vmem_config_init(&cfg);
+    cfg.backend = VMEM_BACKEND_SIM_VMM;
+    cfg.sim_capacity = 4 * GiB;
+    cfg.limit = 1 * GiB;
+    cfg.host_limit = 4 * GiB;
+    cfg.control_file = ctl;
+    cfg.stats_file = stats;
+    cfg.control_immediate = 1;
+    cfg.log_level = VMEM_LOG_NONE;
+    vmem_t *v = NULL;
+    cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+    enum { N = 6 };
+    unsigned char *blk[N]; /* the job's weights and optimizer state: live across steps */
+    for (int i = 0; i < N; i++) {
+        blk[i] = vmem_alloc(v, 96 * MiB);
+        cr_assert_not_null(blk[i]);
+        memset(blk[i], 0x40 + i, 96 * MiB);
+    }
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, step_end_main, v), 0);
+    cr_assert(WAIT_FOR(status_of(v).suspended == 1), "the job never suspended");
+    file_put_atomic(ctl, "{\"perf\": 0, \"limit\": \"128M\"}");
+    vmem_stats_t s = {.size = sizeof s};
+    cr_assert(WAIT_FOR(vmem_get_stats(v, &s) == VMEM_OK && s.device_held <= 128 * MiB),
+              "the cut below live never took effect while suspended (device holds %zu)",
+              s.device_held);
+    cr_assert_eq(s.pending_limit, 0);
+    cr_assert_geq(s.host_held, N * 96 * MiB - 128 * MiB);
+    cr_assert_eq(status_of(v).suspended, 1, "the job must still be suspended");
+    cr_assert(WAIT_FOR(stats_file_limit(stats) == 128 * MiB));
+    /* raised while still suspended: everything comes back */
+    file_put_atomic(ctl, "{\"perf\": 0, \"limit\": \"1G\"}");
+    cr_assert(WAIT_FOR(vmem_get_stats(v, &s) == VMEM_OK && s.host_held == 0),
+              "the blocks never came back while suspended (host holds %zu)", s.host_held);
+    cr_assert_eq(status_of(v).suspended, 1);
+    file_put_atomic(ctl, "{\"perf\": 100, \"limit\": \"1G\"}");
+    pthread_join(t, NULL);
+    cr_assert_eq(vmem_check(v), VMEM_OK);
+    for (int i = 0; i < N; i++) {
+        for (size_t off = 0; off < 96 * MiB; off += 4096)
+            cr_assert_eq(blk[i][off], 0x40 + i, "block %d lost its data at %zu", i, off);
+        cr_assert_eq(vmem_free(v, blk[i]), VMEM_OK);
+    }
+    vmem_destroy(v);
+    free(ctl);
+    free(stats);
+    tree_remove(dir);
+}
