@@ -25,7 +25,7 @@ run() { # name, env..., -- args
     [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 }
 echo "== gpu-vmm pause tests"
-"${BUILD:-build-gpu}/tests/gpu/test_vmm" --jobs 1 --filter 'vmm_gpu/pause_keep*' 2>&1 |
+LD_LIBRARY_PATH="${VMEM_TEST_LD:-$LD_LIBRARY_PATH}" "${BUILD:-build-gpu}/tests/gpu/test_vmm" --jobs 1 --filter 'vmm_gpu/pause_keep*' 2>&1 |
     tee "$OUT/gpu-vmm-pause.txt" | tail -2
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL gpu-vmm pause tests"; rc=1; }
 run bench     VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 PART=bench PAUSE_GIB="${PAUSE_GIB:-20}"
