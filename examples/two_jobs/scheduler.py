@@ -20,10 +20,19 @@ the need known so far (a step that spills because the memory granted is still
 being freed is not).  The opportunistic job also waits (perf 0) while what it
 would get is less than the most it used in one step: it would spill every step.
 On libvmem's vmm backend a cut below its live bytes moves them to host at its
-step boundary, suspended or not, so the memory moves at once.  Then the opportunistic job
-runs again with a GPU time share (perf) that is halved whenever the
-high-priority job's recent median step time is more than --slo over the
-baseline and raised by 10 while it is under half of that.
+step boundary, suspended or not, so the memory moves at once.  Then the
+opportunistic job runs again with a GPU time share (perf, libvmem's pacing:
+it sleeps after each step so that its steps take perf% of the time) set by a
+proportional controller on the high-priority job's slowdown: every --decide
+steps, ratio = median step time / baseline, and
+    perf += gain * 100 * (1 + slo - ratio)
+clamped to [--perf-min, 100]: a share that costs the high-priority job more
+than --slo is taken away in proportion (ratio 1.30 at slo 0.05, gain 2: -50),
+one that costs less is given back in proportion, and the floor keeps the
+opportunistic job running while memory lets it (the halving controller of
+H100 run 3 went 55 -> 5 and stayed there: 27 steps in 12 s).
+Before the high-priority job's first step the opportunistic job runs at full
+share in half the budget (the other half is the high-priority job's start).
 Memory only moves where it is free: the high-priority job's limit is
 budget - max(opportunistic limit, opportunistic held), the opportunistic
 job's is never above budget - high-priority held.
@@ -67,11 +76,16 @@ class Policy:
     statistics and the time, and returns (hp_limit, opp_limit, opp_perf)."""
 
     def __init__(self, budget, headroom, window=5.0, probe_steps=4, slo=0.05,
-                 perf_start=50, perf_min=5, opp_min=0):
+                 perf_start=30, perf_min=10, opp_min=0, gain=2.0, decide_steps=5):
+        if not 0 < perf_min <= 100 or not 0 < perf_start <= 100:
+            raise ValueError("perf_min and perf_start must be in 1..100")
+        if gain <= 0 or decide_steps < 1:
+            raise ValueError("gain must be > 0 and decide_steps >= 1")
         self.budget, self.headroom, self.window = budget, headroom, window
         self.probe_steps, self.slo = probe_steps, slo
         self.perf_min, self.opp_min = perf_min, opp_min
-        self.perf_run = perf_start  # the opportunistic job's share while it runs
+        self.gain, self.decide_steps = gain, decide_steps
+        self.perf_run = max(perf_min, perf_start)  # the opportunistic job's share while it runs
         self.samples = []           # (time, bytes used) of the high-priority job's steps
         self.last_step = -1
         self.need = 0
@@ -88,6 +102,8 @@ class Policy:
         # it waits while the high-priority job takes its baseline, and while
         # its working set does not fit in what it is given: spilling every
         # step it would crawl and still take GPU time from the other job
+        if self.last_step <= 0:
+            return 100  # the high-priority job has not run a step: the GPU is free
         return 0 if self.probing or not self.opp_fits else self.perf_run
 
     def _grow(self, hp_steps):
@@ -124,13 +140,16 @@ class Policy:
                 self.recent = []
         else:
             self.recent.append(step_s)
-            if len(self.recent) >= 5:
+            if len(self.recent) >= self.decide_steps:
                 ratio = statistics.median(self.recent) / self.baseline
-                if ratio > 1 + self.slo:
-                    self.perf_run = max(self.perf_min, self.perf_run // 2)
-                elif ratio < 1 + self.slo / 2:
-                    self.perf_run = min(100, self.perf_run + 10)
+                self.perf_run = self.control(self.perf_run, ratio)
                 self.recent = []
+
+    def control(self, perf, ratio):
+        """The next share from the current one and the high-priority job's
+        slowdown (its median step time over its baseline)."""
+        step = self.gain * 100.0 * (1.0 + self.slo - ratio)
+        return int(min(100, max(self.perf_min, round(perf + step))))
 
     def update(self, hp, opp, now):
         if hp is not None and hp.get("steps", 0) != self.last_step and hp.get("steps", 0) > 0:
@@ -144,7 +163,12 @@ class Policy:
 
         hp_held = hp["deviceHeld"] if hp else 0
         opp_held = opp["deviceHeld"] if opp else 0
-        target = self.need + self.headroom if self.need else self.budget
+        if self.last_step <= 0:
+            # before its first step the high-priority job is promised half
+            # the budget (its start); the opportunistic job gets the rest
+            target = max(self.headroom, self.budget - self.budget // 2)
+        else:
+            target = self.need + self.headroom if self.need else self.budget
         want_opp = max(self.opp_min, self.budget - target)
         # memory moves only where it is free
         opp_limit = max(self.opp_min, min(want_opp, self.budget - hp_held))
@@ -179,7 +203,13 @@ def main():
     ap.add_argument("--window", type=float, default=5.0)
     ap.add_argument("--probe-steps", type=int, default=4)
     ap.add_argument("--slo", type=float, default=0.05)
-    ap.add_argument("--perf", type=int, default=50, help="the opportunistic job's first share")
+    ap.add_argument("--perf", type=int, default=30, help="the opportunistic job's first share")
+    ap.add_argument("--perf-min", type=int, default=10,
+                    help="its floor share while memory lets it run")
+    ap.add_argument("--gain", type=float, default=2.0,
+                    help="share points per point of slowdown over 1+slo, times 100")
+    ap.add_argument("--decide", type=int, default=5,
+                    help="high-priority steps per share decision (their median)")
     ap.add_argument("--vmemctl", default=os.environ.get("VMEMCTL", "vmemctl"))
     ap.add_argument("--log", help="CSV of both jobs over time")
     ap.add_argument("--until", help="stop once this file exists")
@@ -189,7 +219,8 @@ def main():
     hp = Job("hp", *a.hp, a.vmemctl)
     opp = Job("opp", *a.opp, a.vmemctl)
     headroom = a.headroom if a.headroom is not None else a.budget // 16
-    policy = Policy(a.budget, headroom, a.window, a.probe_steps, a.slo, a.perf)
+    policy = Policy(a.budget, headroom, a.window, a.probe_steps, a.slo, a.perf,
+                    perf_min=a.perf_min, gain=a.gain, decide_steps=a.decide)
     log = open(a.log, "w") if a.log else None
     if log:
         log.write("t,hp_limit,hp_held,hp_used,hp_host,opp_limit,opp_held,opp_used,opp_host,"
