@@ -389,6 +389,20 @@ static void record_reset(place_record_t *r)
     seqmap_reset(&r->seqs[1]);
 }
 
+/* A record too long to plan from keeps no items (a process that never
+ * ends a step holds at most one step's worth of metadata, transiently). */
+static void record_drop(place_record_t *r)
+{
+    free(r->items);
+    r->items = NULL;
+    r->n = r->cap = 0;
+    for (int a = 0; a < 2; a++) {
+        free(r->seqs[a].map);
+        r->seqs[a].map = NULL;
+        r->seqs[a].n = r->seqs[a].cap = 0;
+    }
+}
+
 static void record_free(place_record_t *r)
 {
     free(r->items);
@@ -669,6 +683,8 @@ void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream
         pl->step_naive += size;
     }
     if (r->overflow || r->n == PLACE_MAX_ITEMS) {
+        if (!r->overflow)
+            record_drop(r); /* unusable as a plan: its memory goes now */
         r->overflow = 1;
         r->nevents++;
         return;

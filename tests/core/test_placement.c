@@ -344,3 +344,25 @@ static void check_auto(int slow_largest)
 
 Test(placement, rule_chosen_by_step_time_largest_faster) { check_auto(0); }
 Test(placement, rule_chosen_by_step_time_farthest_faster) { check_auto(1); }
+
+/* A process that never ends a step: the record stops at its bound and
+ * gives its memory back, and the next step end starts afresh. */
+Test(placement, unbounded_step_keeps_no_metadata)
+{
+    job_t j = {.layers = 4, .act = 4 * MiB, .tmp = 1 * MiB};
+    job_open(&j, VMEM_BACKEND_SIM, VMEM_PLACEMENT_PLANNED, 64 * MiB);
+    for (int i = 0; i < (1 << 18) + 10; i++) {
+        void *p = vmem_alloc(j.v, 256);
+        cr_assert_not_null(p);
+        cr_assert_eq(vmem_free(j.v, p), VMEM_OK);
+    }
+    const place_record_t *r = &j.v->place.rec[j.v->place.cur];
+    cr_assert(r->overflow, "the record stopped at its bound");
+    cr_assert(r->items == NULL && r->cap == 0 && r->seqs[0].map == NULL, "and kept nothing");
+    cr_assert_eq(vmem_step_end(j.v), VMEM_OK);
+    job_step(&j, j.act);
+    job_step(&j, j.act);
+    cr_assert_eq(vmem_check(j.v), VMEM_OK);
+    vmem_free(j.v, j.weights);
+    vmem_destroy(j.v);
+}
