@@ -28,6 +28,10 @@ echo "== gpu-vmm pause tests"
 LD_LIBRARY_PATH="${VMEM_TEST_LD:-$LD_LIBRARY_PATH}" "${BUILD:-build-gpu}/tests/gpu/test_vmm" --jobs 1 --filter 'vmm_gpu/pause_keep*' 2>&1 |
     tee "$OUT/gpu-vmm-pause.txt" | tail -2
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "FAIL gpu-vmm pause tests"; rc=1; }
+echo "== driver calls of a swap step (vmm-driver-probe, phase swap: 64 MiB handles)"
+LD_LIBRARY_PATH="${VMEM_TEST_LD:-$LD_LIBRARY_PATH}" "${BUILD:-build-gpu}/tests/gpu/vmm-driver-probe" 512 1 \
+    >"$OUT/driver-probe.json" 2>&1 || { echo "FAIL vmm-driver-probe"; rc=1; }
+grep '"swap"' "$OUT/driver-probe.json" | sed 's/^/PROBE /'
 run bench     VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 PART=bench PAUSE_GIB="${PAUSE_GIB:-20}"
 run graph     VMEM_BACKEND=vmm PART=graph
 run colocate  VMEM_BACKEND=vmm PART=colocate
@@ -39,5 +43,6 @@ else
     echo "SKIP torch_memory_saver: set TMS_DIR to a built checkout"
 fi
 echo "== summary"
+grep '"swap"' "$OUT/driver-probe.json" | sed 's/^/PROBE /'
 grep -h '^RESULT\|^FAIL\|vmm phases' "$OUT"/*.log
 exit $rc

@@ -20,6 +20,8 @@
  *   big        64 MiB handles: create + map, one set-access; unmap (freed)
  *   copies     cuMemcpyAsync device-to-device: N launches of 2 MiB (one
  *              sync), and one 64 MiB copy
+ *   swap       64 MiB handles: the calls of a move to host by swap
+ *              (retain, second mapping, access; host memory mapped again)
  *
  * Usage: vmm-driver-probe [N] [T].  JSON lines on stdout.  Exit 77 without a
  * GPU, 1 when a driver call fails.
@@ -91,6 +93,103 @@ static double threaded(CUmemGenericAllocationHandle *h, size_t n, int t, int cre
         if (tid[i])
             pthread_join(tid[i], NULL);
     return vmem_now() - t0;
+}
+
+/*
+ * swap: the driver calls of a move to host by swap (src/backend_vmm.c,
+ * swap_prepare), per 64 MiB handle, nb of them, in three 64 MiB-aligned
+ * areas of va: device memory mapped at A; cuMemRetainAllocationHandle of
+ * it from its address; cuMemMap of the retained handle at B (a second
+ * mapping) and cuMemSetAccess there; the same for a handle held since its
+ * creation (no retain); host memory (when the device maps it) created at
+ * C, unmapped with the handle held, mapped again (a kept handle) with
+ * cuMemSetAccess per mapping, then again with one cuMemSetAccess over all.
+ */
+static void swap_calls(CUdeviceptr va, size_t nb)
+{
+    size_t big = 64 * MiB;
+    if (nb < 2)
+        return;
+    CUdeviceptr A = va, B = va + nb * big, C = va + 2 * nb * big;
+    CUmemGenericAllocationHandle *hd = calloc(nb, sizeof *hd), *hr = calloc(nb, sizeof *hr),
+                                 *hh = calloc(nb, sizeof *hh);
+    for (size_t i = 0; i < nb; i++) {
+        check(cu->MemCreate(&hd[i], big, &prop, 0), "swap: create device");
+        check(cu->MemMap(A + i * big, big, 0, hd[i], 0), "swap: map device");
+    }
+    check(cu->MemSetAccess(A, nb * big, &acc, 1), "swap: access device");
+    double t0 = vmem_now();
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemRetainAllocationHandle(&hr[i], (void *)(uintptr_t)(A + i * big)), "retain");
+    double t1 = vmem_now();
+    report("swap", "64 MiB device cuMemRetainAllocationHandle", nb, t1 - t0);
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemMap(B + i * big, big, 0, hr[i], 0), "swap: map retained");
+    double t2 = vmem_now();
+    report("swap", "64 MiB device cuMemMap of the retained handle (second mapping)", nb, t2 - t1);
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemSetAccess(B + i * big, big, &acc, 1), "swap: access retained");
+    double t3 = vmem_now();
+    report("swap", "64 MiB device cuMemSetAccess of the second mapping", nb, t3 - t2);
+    check(cu->MemUnmap(B, nb * big), "swap: unmap B");
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemRelease(hr[i]), "swap: release retained");
+    t0 = vmem_now();
+    for (size_t i = 0; i < nb; i++) {
+        check(cu->MemMap(B + i * big, big, 0, hd[i], 0), "swap: map held");
+        check(cu->MemSetAccess(B + i * big, big, &acc, 1), "swap: access held");
+    }
+    report("swap", "64 MiB device cuMemMap + cuMemSetAccess, handle held (no retain)", nb,
+           vmem_now() - t0);
+    check(cu->MemUnmap(B, nb * big), "swap: unmap B");
+    check(cu->MemUnmap(A, nb * big), "swap: unmap A");
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemRelease(hd[i]), "swap: release device");
+    CUmemAllocationProp hp = prop;
+    int v = 0;
+    hp.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    hp.location.id = 0;
+    if (cu->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0) !=
+            CUDA_SUCCESS || !v) {
+        printf("{\"phase\": \"swap\", \"host\": \"not supported\"}\n");
+        goto out;
+    }
+    t0 = vmem_now();
+    for (size_t i = 0; i < nb; i++) {
+        check(cu->MemCreate(&hh[i], big, &hp, 0), "swap: create host");
+        check(cu->MemMap(C + i * big, big, 0, hh[i], 0), "swap: map host");
+    }
+    check(cu->MemSetAccess(C, nb * big, &acc, 1), "swap: access host");
+    report("swap", "64 MiB host create (pins) + map, one access", nb, vmem_now() - t0);
+    t0 = vmem_now();
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemUnmap(C + i * big, big), "swap: unmap host");
+    report("swap", "64 MiB host cuMemUnmap (handle held)", nb, vmem_now() - t0);
+    t0 = vmem_now();
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemMap(C + i * big, big, 0, hh[i], 0), "swap: map kept host");
+    t1 = vmem_now();
+    report("swap", "64 MiB host cuMemMap of a kept handle", nb, t1 - t0);
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemSetAccess(C + i * big, big, &acc, 1), "swap: access kept host");
+    report("swap", "64 MiB host cuMemSetAccess per mapping", nb, vmem_now() - t1);
+    check(cu->MemUnmap(C, nb * big), "swap: unmap host run");
+    t0 = vmem_now();
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemMap(C + i * big, big, 0, hh[i], 0), "swap: map kept host");
+    t1 = vmem_now();
+    check(cu->MemSetAccess(C, nb * big, &acc, 1), "swap: access host run");
+    report("swap", "64 MiB host cuMemSetAccess, one call over all (per mapping)", nb,
+           vmem_now() - t1);
+    t0 = vmem_now();
+    check(cu->MemUnmap(C, nb * big), "swap: unmap host run");
+    for (size_t i = 0; i < nb; i++)
+        check(cu->MemRelease(hh[i]), "swap: release host");
+    report("swap", "64 MiB host unmap + release (frees)", nb, vmem_now() - t0);
+out:
+    free(hd);
+    free(hr);
+    free(hh);
 }
 
 int main(int argc, char **argv)
@@ -237,6 +336,7 @@ int main(int argc, char **argv)
         check(cu->MemUnmap(va + i * 64 * MiB, 64 * MiB), "unmap big");
     report("big", "64 MiB cuMemUnmap (frees)", bn, vmem_now() - t0);
     cu->StreamDestroy(st);
+    swap_calls(va, span / (3 * 64 * MiB) < 32 ? span / (3 * 64 * MiB) : 32);
     cu->MemAddressFree(va, span);
     free(h);
     return 0;
