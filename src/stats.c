@@ -109,29 +109,31 @@ typedef struct jbuf {
     size_t len, pos;
 } jbuf_t;
 
+static void jvprintf(jbuf_t *j, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void jvprintf(jbuf_t *j, const char *fmt, va_list ap)
+{
+    int n = vsnprintf(j->pos < j->len ? j->buf + j->pos : NULL, j->pos < j->len ? j->len - j->pos : 0,
+                      fmt, ap);
+    if (n > 0)
+        j->pos += (size_t)n;
+}
+
 static void jprintf(jbuf_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void jprintf(jbuf_t *j, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(j->pos < j->len ? j->buf + j->pos : NULL, j->pos < j->len ? j->len - j->pos : 0,
-                      fmt, ap);
+    jvprintf(j, fmt, ap);
     va_end(ap);
-    if (n > 0)
-        j->pos += (size_t)n;
 }
 
 static void jprintf_ctx(void *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void jprintf_ctx(void *ctx, const char *fmt, ...)
 {
-    jbuf_t *j = ctx;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(j->pos < j->len ? j->buf + j->pos : NULL, j->pos < j->len ? j->len - j->pos : 0,
-                      fmt, ap);
+    jvprintf(ctx, fmt, ap);
     va_end(ap);
-    if (n > 0)
-        j->pos += (size_t)n;
 }
 
 vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
