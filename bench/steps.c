@@ -8,6 +8,16 @@
  * a trace are runs of equal requests, not steps. */
 #define STEP_MIN_ALLOCS 8
 
+/* 1 if the last p keys are all the same: a run of equal requests, not a
+ * step. */
+static int period_uniform(const unsigned long long *key, size_t n, size_t p)
+{
+    for (size_t i = n - p + 1; i < n; i++)
+        if (key[i] != key[n - p])
+            return 0;
+    return 1;
+}
+
 size_t steps_period(const unsigned long long *key, size_t n, size_t *reps)
 {
     *reps = 0;
@@ -40,7 +50,7 @@ size_t steps_period(const unsigned long long *key, size_t n, size_t *reps)
         if (z[p] < p)
             continue; /* not two whole periods */
         size_t c = (z[p] + p) / p * p;
-        if (c > cover) {
+        if (c > cover && !period_uniform(key, n, p)) {
             cover = c;
             best = p;
         }

@@ -10,6 +10,7 @@
 #include <vmem.h>
 
 #include "replay.h"
+#include "steps.h"
 #include "trace.h"
 
 static char dir[] = "/tmp/vmem-test-replay-XXXXXX";
@@ -353,5 +354,88 @@ Test(trace, replay_through_libvmem)
     cr_assert_eq(s.allocs, t.nallocs);
     free(ptrs);
     vmem_destroy(v);
+    trace_free(&t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Step boundaries (steps.c)                                                */
+/* ------------------------------------------------------------------------ */
+
+TestSuite(steps, .init = setup, .fini = teardown);
+
+Test(steps, period_of_a_repeating_tail_after_a_prefix)
+{
+    /* A prefix of 37 keys, then 5 repetitions of a 20-key step. */
+    unsigned long long k[37 + 100];
+    size_t n = 0;
+    for (int i = 0; i < 37; i++)
+        k[n++] = 1000 + (unsigned long long)i * 7;
+    for (int r = 0; r < 5; r++)
+        for (int i = 0; i < 20; i++)
+            k[n++] = (unsigned long long)(i % 6) + 1; /* repeats inside the step too */
+    size_t reps = 0;
+    size_t p = steps_period(k, n, &reps);
+    /* The smallest period covering the longest repeating run: the step's
+     * own inner structure (i % 6 over 20 keys) does not repeat exactly. */
+    cr_assert_eq(p, 20, "period %zu", p);
+    cr_assert_eq(reps, 5);
+}
+
+Test(steps, no_period_and_short_runs_are_not_steps)
+{
+    unsigned long long k[200];
+    for (int i = 0; i < 200; i++)
+        k[i] = (unsigned long long)i * 2654435761ull; /* all different */
+    size_t reps = 7;
+    cr_assert_eq(steps_period(k, 200, &reps), 0);
+    cr_assert_eq(reps, 0);
+    /* A run of equal keys at the end (period 1) is not a step. */
+    for (int i = 180; i < 200; i++)
+        k[i] = 42;
+    cr_assert_eq(steps_period(k, 200, &reps), 0);
+    /* Too short to hold two steps of the smallest size. */
+    cr_assert_eq(steps_period(k, 10, &reps), 0);
+}
+
+Test(steps, marks_win_and_boundaries_fall_before_a_step_s_first_allocation)
+{
+    trace_t t;
+    char err[256];
+    /* 's' lines: boundaries at the events after them. */
+    const char *p = write_trace("marks.txt.gz", "a 1 256 0 1\nf 1 2\ns 3\na 2 256 0 4\nf 2 5\ns 6\n"
+                                                "a 3 512 0 7\n", 1);
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), 0, "%s", err);
+    size_t *b = NULL;
+    steps_source_t src;
+    size_t n = trace_steps(&t, &b, &src);
+    cr_assert_eq(src, STEPS_MARKS);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(b[0], 2);
+    cr_assert_eq(b[1], 4);
+    free(b);
+    trace_free(&t);
+
+    /* Without marks: a setup allocation, then 3 steps of 8 allocations
+     * (each freed at once): boundaries before each step's first one. */
+    char text[8192];
+    size_t len = 0;
+    unsigned id = 1, ts = 1;
+    len += (size_t)snprintf(text + len, sizeof text - len, "a %u 999424 0 %u\n", id++, ts++);
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 8; i++) {
+            len += (size_t)snprintf(text + len, sizeof text - len, "a %u %d 0 %u\nf %u %u\n", id,
+                                    256 * (i + 1), ts, id, ts + 1);
+            id++;
+            ts += 2;
+        }
+    p = write_trace("found.txt.gz", text, 1);
+    cr_assert_eq(trace_load(p, &t, err, sizeof err), 0, "%s", err);
+    n = trace_steps(&t, &b, &src);
+    cr_assert_eq(src, STEPS_FOUND);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(b[0], 1);      /* after the setup allocation */
+    cr_assert_eq(b[1], 1 + 16); /* 8 allocations and 8 frees per step */
+    cr_assert_eq(b[2], 1 + 32);
+    free(b);
     trace_free(&t);
 }
