@@ -80,19 +80,22 @@ typedef struct step_count {
 } step_count_t;
 static step_count_t *counting;
 
-static uint64_t host_bytes_so_far(vmem_t *v)
+static void stats_read(vmem_t *v, vmem_stats_t *s)
 {
-    vmem_stats_t s;
-    memset(&s, 0, sizeof s);
-    s.size = sizeof s;
-    vmem_get_stats(v, &s);
-    return s.spilled_bytes + s.moved_to_host_bytes;
+    memset(s, 0, sizeof *s);
+    s->size = sizeof *s;
+    vmem_get_stats(v, s);
 }
+
+/* Bytes put on host memory so far: allocations placed there and data moved. */
+static uint64_t host_bytes(const vmem_stats_t *s) { return s->spilled_bytes + s->moved_to_host_bytes; }
 
 static void op_step_counted(void *ctx)
 {
     vmem_step_end((vmem_t *)ctx);
-    uint64_t now = host_bytes_so_far(ctx);
+    vmem_stats_t s;
+    stats_read(ctx, &s);
+    uint64_t now = host_bytes(&s);
     counting->per[counting->n++] = now - counting->last;
     counting->last = now;
 }
@@ -114,13 +117,6 @@ static vmem_status_t instance_open(const options_t *o, size_t limit, vmem_t **ou
         cfg.sim_capacity = cap;
     }
     return vmem_create(&cfg, out);
-}
-
-static void stats_read(vmem_t *v, vmem_stats_t *s)
-{
-    memset(s, 0, sizeof *s);
-    s->size = sizeof *s;
-    vmem_get_stats(v, s);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -352,18 +348,15 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
     uint64_t failed = 0;
     int observed = tl.f || tl.check;
     replay_pass(t, &ops, ptrs, &failed, observed ? tl_observe : NULL, &tl);
-    {
-        uint64_t now = host_bytes_so_far(v);
-        r->spilled_steps[count.n] = now - count.last;
-        r->spilled_bytes = now;
-        vmem_stats_t f;
-        stats_read(v, &f);
-        r->placed_bytes = f.placed_host_bytes;
-        r->moved_bytes = f.moved_to_host_bytes;
-        r->fallback_bytes = f.fallback_bytes;
-        r->planned_steps = f.planned_steps;
-        r->diverged_steps = f.diverged_steps;
-    }
+    stats_read(v, &s1);
+    uint64_t now = host_bytes(&s1);
+    r->spilled_steps[count.n] = now - count.last;
+    r->spilled_bytes = now;
+    r->placed_bytes = s1.placed_host_bytes;
+    r->moved_bytes = s1.moved_to_host_bytes;
+    r->fallback_bytes = s1.fallback_bytes;
+    r->planned_steps = s1.planned_steps;
+    r->diverged_steps = s1.diverged_steps;
     ops.step = op_step;
     counting = NULL;
     if (tl.f && fclose(tl.f) != 0) {
@@ -372,7 +365,6 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
     }
     if (tl.check_failed)
         rc = -1;
-    stats_read(v, &s1);
     r->spilled = s1.spills - s0.spills;
     r->failed = failed;
 

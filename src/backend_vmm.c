@@ -261,14 +261,9 @@ static size_t run_find(const vmm_backend_t *m, size_t n, void *hint)
     return SIZE_MAX;
 }
 
-static vmem_status_t region_alloc_kind(backend_t *b, size_t size, void *hint, void **base,
-                                       int kind)
+/* Backs granules [first, first + n) with new memory of kind and counts it. */
+static vmem_status_t run_back(vmm_backend_t *m, size_t first, size_t n, int kind)
 {
-    vmm_backend_t *m = (vmm_backend_t *)b;
-    size_t n = size / m->granule;
-    size_t first = run_find(m, n, hint);
-    if (first == SIZE_MAX)
-        return VMEM_ERR_NOMEM;
     if (!ctx_enter(m))
         return VMEM_ERR_BACKEND;
     CUresult r = run_create(m, first, n, kind);
@@ -277,11 +272,24 @@ static vmem_status_t region_alloc_kind(backend_t *b, size_t size, void *hint, vo
         return status_of(r);
     memset(m->state + first, kind, n);
     if (kind == VMM_DEVICE)
-        m->in_use += size;
+        m->in_use += n * m->granule;
     else
-        m->host_in_use += size;
-    *base = (void *)(uintptr_t)granule_addr(m, first);
+        m->host_in_use += n * m->granule;
     return VMEM_OK;
+}
+
+static vmem_status_t region_alloc_kind(backend_t *b, size_t size, void *hint, void **base,
+                                       int kind)
+{
+    vmm_backend_t *m = (vmm_backend_t *)b;
+    size_t n = size / m->granule;
+    size_t first = run_find(m, n, hint);
+    if (first == SIZE_MAX)
+        return VMEM_ERR_NOMEM;
+    vmem_status_t st = run_back(m, first, n, kind);
+    if (st == VMEM_OK)
+        *base = (void *)(uintptr_t)granule_addr(m, first);
+    return st;
 }
 
 static vmem_status_t vmm_region_alloc(backend_t *b, size_t size, void *hint, void **base)
@@ -1167,18 +1175,7 @@ static vmem_status_t vmm_region_unpark(backend_t *b, void *base, size_t size, in
     for (size_t i = first; i < first + n; i++)
         if (m->state[i] != VMM_PARKED)
             return VMEM_ERR_INVALID;
-    if (!ctx_enter(m))
-        return VMEM_ERR_BACKEND;
-    CUresult r = run_create(m, first, n, kind);
-    ctx_leave(m);
-    if (r != CUDA_SUCCESS)
-        return status_of(r);
-    memset(m->state + first, kind, n);
-    if (to_host)
-        m->host_in_use += size;
-    else
-        m->in_use += size;
-    return VMEM_OK;
+    return run_back(m, first, n, kind);
 }
 
 typedef struct reserve_job {

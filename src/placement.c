@@ -421,7 +421,6 @@ static double clock_now(void)
 void place_init(place_t *pl, int plans, int largest)
 {
     memset(pl, 0, sizeof *pl);
-    pl->enabled = 1;
     pl->plans = plans;
     pl->largest = largest;
     pl->margin = 4 * MiB;
@@ -665,8 +664,6 @@ unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream, const place_e
 void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream, int arena,
                       uint64_t seq, uintptr_t addr, int on_host, unsigned decided)
 {
-    if (!pl->enabled)
-        return;
     place_record_t *r = &pl->rec[pl->cur];
     pl->live_total += size;
     if (pl->live_total > r->peak_total)
@@ -720,8 +717,6 @@ static void host_life_note(place_t *pl, const place_item_t *it, uint64_t events)
 
 void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size)
 {
-    if (!pl->enabled)
-        return;
     place_record_t *r = &pl->rec[pl->cur];
     pl->live_total = pl->live_total > size ? pl->live_total - size : 0;
     uint32_t pos = r->nevents++;
@@ -746,8 +741,6 @@ void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size)
 
 void place_step_end(place_t *pl, const place_env_t *env)
 {
-    if (!pl->enabled)
-        return;
     place_record_t *r = &pl->rec[pl->cur];
     const place_record_t *last = &pl->rec[!pl->cur];
     /* Repeated item by item from `offset` to the end. */
@@ -813,8 +806,6 @@ void place_step_end(place_t *pl, const place_env_t *env)
 
 int place_hold_host(const place_t *pl, uint64_t limit)
 {
-    if (!pl->enabled)
-        return 0;
     uint64_t need = pl->rec[pl->cur].peak_total + pl->margin + pl->extra;
     return need > limit;
 }

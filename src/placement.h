@@ -117,7 +117,6 @@ typedef struct place_stats {
 
 typedef struct place place_t;
 struct place {
-    int enabled;              /* 0: records nothing (not used by the allocator) */
     int plans;                /* 0: naive placement (records, for the statistics) */
     int largest;              /* the solver's rule: 1 largest first, 0 farthest free first */
     /* Choosing the rule by measured step time (place_set_auto): after a
@@ -167,7 +166,7 @@ typedef struct place_env {
     void *ctx;
 } place_env_t;
 
-void place_init(place_t *pl, int enabled, int largest);
+void place_init(place_t *pl, int plans, int largest);
 
 /* Lets measured step times choose the solver's rule (real devices: the cost
  * of a byte on host depends on how kernels read it, which the allocator

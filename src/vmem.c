@@ -8,9 +8,6 @@
 
 static _Thread_local vmem_status_t tls_status;
 
-/* The rule VMEM_PLACEMENT_PLANNED stands for (docs/placement.md). */
-#define VMEM_PLACEMENT_DEFAULT_LARGEST 0
-
 vmem_status_t vmem_last_status(void) { return tls_status; }
 void vmem_set_last_status(vmem_status_t st) { tls_status = st; }
 
@@ -205,10 +202,10 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     v->host_fallback = cfg.host_fallback != 0;
     v->swap_reason = "none";
     v->step_start = vmem_now();
+    /* planned: farthest free first to start with; on a real device the rule
+     * is then chosen by measured step time */
     place_init(&v->place, cfg.placement != VMEM_PLACEMENT_NAIVE,
-               cfg.placement == VMEM_PLACEMENT_LARGEST ||
-                   (cfg.placement == VMEM_PLACEMENT_PLANNED && VMEM_PLACEMENT_DEFAULT_LARGEST));
-    /* planned: on a real device the rule is chosen by measured step time */
+               cfg.placement == VMEM_PLACEMENT_LARGEST);
     place_set_auto(&v->place, cfg.placement == VMEM_PLACEMENT_PLANNED &&
                                   !(v->dev_backend->flags & BACKEND_F_SIMULATED));
     v->place.debug = place_debug;
@@ -397,6 +394,9 @@ static int streams_settle(vmem_t *v)
 
 /* For tags.c (vmem_internal.h). */
 int vmem_streams_settle(vmem_t *v) { return streams_settle(v); }
+
+/* The stream keys of an allocation and of a free on stream.  One stream so
+ * far and this is it (the common case): key 0, no call. */
 uintptr_t vmem_stream_alloc_key(vmem_t *v, void *stream)
 {
     return !v->multi_stream && v->nstreams && v->streams[0] == stream ? 0 : stream_key(v, stream);
@@ -553,11 +553,7 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
     if (tag)
         return tags_alloc(v, size, stream, tag);
     pthread_mutex_lock(&v->lock);
-    /* One stream so far and this is it (the common case): key 0, no call. */
-    uintptr_t key = !v->multi_stream && v->nstreams && v->streams[0] == stream
-                        ? 0
-                        : stream_key(v, stream);
-    void *p = alloc_locked(v, size, key, &st, &pe);
+    void *p = alloc_locked(v, size, vmem_stream_alloc_key(v, stream), &st, &pe);
     pthread_mutex_unlock(&v->lock);
     tls_status = st;
     if (!p)
@@ -575,9 +571,7 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
     if (!ptr)
         return VMEM_OK;
     pthread_mutex_lock(&v->lock);
-    uintptr_t key = !v->multi_stream && v->nstreams && v->streams[0] == stream
-                        ? 0
-                        : stream_free_key(v, stream);
+    uintptr_t key = vmem_stream_free_key(v, stream);
     size_t bytes = 0;
     int arena = 0;
     vmem_status_t st = bfc_free(&v->dev, ptr, key, &bytes);
