@@ -806,6 +806,8 @@ void place_step_end(place_t *pl, const place_env_t *env)
 
 int place_hold_host(const place_t *pl, uint64_t limit)
 {
+    if (!pl->plans)
+        return 0; /* naive: the behaviour before the planner */
     uint64_t need = pl->rec[pl->cur].peak_total + pl->margin + pl->extra;
     return need > limit;
 }

@@ -366,3 +366,31 @@ Test(placement, unbounded_step_keeps_no_metadata)
     vmem_free(j.v, j.weights);
     vmem_destroy(j.v);
 }
+
+/* Naive placement is the behaviour before the planner: at a step end with
+ * room under the limit, live blocks on host come back to the device. */
+Test(placement, naive_moves_host_blocks_back_when_they_fit)
+{
+    job_t j = {.layers = 4, .act = 8 * MiB, .tmp = 2 * MiB};
+    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_NAIVE, 80 * MiB);
+    /* 40 MiB live across the step end: half of it spills at this limit. */
+    void *keep[5];
+    for (int i = 0; i < 5; i++) {
+        keep[i] = vmem_alloc(j.v, 8 * MiB);
+        cr_assert_not_null(keep[i]);
+    }
+    job_step(&j, j.act); /* peak above the limit: spills */
+    vmem_stats_t st = {.size = sizeof st};
+    cr_assert_eq(vmem_get_stats(j.v, &st), VMEM_OK);
+    cr_assert_gt(st.spills, 0);
+    /* Nothing else live: 64 MiB weights + 40 MiB do not fit in 80 MiB;
+     * free the weights so they do, and end a step. */
+    vmem_free(j.v, j.weights);
+    cr_assert_eq(vmem_step_end(j.v), VMEM_OK);
+    cr_assert_eq(vmem_get_stats(j.v, &st), VMEM_OK);
+    cr_assert_eq(st.host_in_use, 0, "naive: everything live came back (%zu on host)",
+                 st.host_in_use);
+    for (int i = 0; i < 5; i++)
+        vmem_free(j.v, keep[i]);
+    vmem_destroy(j.v);
+}
