@@ -57,19 +57,16 @@ def build(job, torch, batch):
     if job == "gpt2":
         cfg = transformers.GPT2Config()
         model = transformers.GPT2LMHeadModel(cfg)
-        toks = [torch.randint(0, cfg.vocab_size, (batch or 8, 1024), generator=g) for _ in range(2)]
-
-        def step_fn(m, i):
-            x = toks[i % 2].cuda()
-            return m(input_ids=x, labels=x).loss
+        shape = (batch or 8, 1024)
     else:  # bert: BERT-base masked LM
         cfg = transformers.BertConfig()
         model = transformers.BertForMaskedLM(cfg)
-        toks = [torch.randint(0, cfg.vocab_size, (batch or 32, 512), generator=g) for _ in range(2)]
+        shape = (batch or 32, 512)
+    toks = [torch.randint(0, cfg.vocab_size, shape, generator=g) for _ in range(2)]
 
-        def step_fn(m, i):
-            x = toks[i % 2].cuda()
-            return m(input_ids=x, labels=x).loss
+    def step_fn(m, i):
+        x = toks[i % 2].cuda()
+        return m(input_ids=x, labels=x).loss
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     return model, opt, step_fn, True
 
