@@ -118,9 +118,12 @@ VMEM_API const char *vmem_backend_name(vmem_backend_kind_t kind);
 typedef enum vmem_placement {
     VMEM_PLACEMENT_PLANNED = 0, /* default: learn each step's allocation sequence
                                    and, where the next step repeats it, place on
-                                   host from the start the blocks that relieve
-                                   the most device memory per byte (long-lived
-                                   ones), keeping short-lived ones on the device */
+                                   host from their allocation the blocks a rule
+                                   picks so that the step fits under the limit;
+                                   on a real device the rule (FARTHEST or
+                                   LARGEST) is chosen by measured step time after
+                                   each limit change, on a simulated one it is
+                                   FARTHEST (fewest bytes) */
     VMEM_PLACEMENT_NAIVE = 1,   /* device first, host when the device is full */
     VMEM_PLACEMENT_FARTHEST = 2, /* planned; when the step would overflow, the
                                    blocks freed farthest ahead go to host first */
