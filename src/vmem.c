@@ -90,10 +90,10 @@ static void place_debug(void *ctx, const place_t *pl)
              (unsigned long long)pl->stats.swap_skipped);
 }
 
-/* VMEM_<name> as a count of events, dflt when unset; -1 if invalid. */
-static long env_events(const char *name, long dflt)
+/* Variable `name` (value e) as a count of events, dflt when unset; -1 if
+ * invalid. */
+static long env_events(const char *name, const char *e, long dflt)
 {
-    const char *e = getenv(name);
     if (!e || !*e)
         return dflt;
     char *end = NULL;
@@ -108,8 +108,7 @@ static long env_events(const char *name, long dflt)
 
 /* The planner's rule and trials (placement.c; swap windows: swap.c).
  * planned: farthest free first to start with; on a real device the rule
- * is then chosen by measured step time, swap among the rules where blocks
- * can move in place (vmm).  Swap windows: a block leaves the device at
+ * is then chosen by measured step time between farthest and largest.  Swap windows: a block leaves the device at
  * least VMEM_SWAP_HEAD events after its allocation and comes back
  * VMEM_SWAP_TAIL events before its free. */
 static void place_setup(vmem_t *v, vmem_placement_t placement, long head, long tail)
@@ -125,9 +124,10 @@ static void place_setup(vmem_t *v, vmem_placement_t placement, long head, long t
         r = PLACE_RULE_FARTHEST; /* nothing moves in place on this backend */
     place_init(&v->place, placement != VMEM_PLACEMENT_NAIVE, r);
     place_set_swap(&v->place, unit, (uint32_t)head, (uint32_t)tail);
+    /* Swap is not among planned's trials: measured slower than both other
+     * rules on the H100 (docs/placement.md, "Swap windows"). */
     if (placement == VMEM_PLACEMENT_PLANNED && !(v->dev_backend->flags & BACKEND_F_SIMULATED))
-        place_set_auto(&v->place, (1u << PLACE_RULE_FARTHEST) | (1u << PLACE_RULE_LARGEST) |
-                                      (1u << PLACE_RULE_SWAP));
+        place_set_auto(&v->place, (1u << PLACE_RULE_FARTHEST) | (1u << PLACE_RULE_LARGEST));
 }
 
 vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
@@ -157,7 +157,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
         vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: invalid configuration field");
         return VMEM_ERR_INVALID;
     }
-    long swap_head = env_events("VMEM_SWAP_HEAD", 4), swap_tail = env_events("VMEM_SWAP_TAIL", 8);
+    long swap_head = env_events("VMEM_SWAP_HEAD", getenv("VMEM_SWAP_HEAD"), 4);
+    long swap_tail = env_events("VMEM_SWAP_TAIL", getenv("VMEM_SWAP_TAIL"), 8);
     if (swap_head < 0 || swap_tail < 0)
         return VMEM_ERR_ENV;
     if (!(cfg.sim_fail_rate >= 0 && cfg.sim_fail_rate <= 1)) { /* NaN too */

@@ -317,9 +317,29 @@ Test(placement, environment_and_config)
     setenv("VMEM_PLACEMENT", "naive", 1);
     cr_assert_eq(vmem_config_from_env(&cfg), VMEM_OK);
     cr_assert_eq(cfg.placement, VMEM_PLACEMENT_NAIVE);
+    setenv("VMEM_PLACEMENT", "swap", 1);
+    cr_assert_eq(vmem_config_from_env(&cfg), VMEM_OK);
+    cr_assert_eq(cfg.placement, VMEM_PLACEMENT_SWAP);
     setenv("VMEM_PLACEMENT", "clever", 1);
     cr_assert_eq(vmem_config_from_env(&cfg), VMEM_ERR_ENV);
     unsetenv("VMEM_PLACEMENT");
+    {
+        /* The swap windows' event counts: a bad value is refused. */
+        vmem_config_t c2;
+        vmem_config_init(&c2);
+        c2.backend = VMEM_BACKEND_SIM_VMM;
+        c2.sim_capacity = GiB;
+        vmem_t *w = NULL;
+        setenv("VMEM_SWAP_TAIL", "soon", 1);
+        cr_assert_eq(vmem_create(&c2, &w), VMEM_ERR_ENV);
+        setenv("VMEM_SWAP_TAIL", "-3", 1);
+        cr_assert_eq(vmem_create(&c2, &w), VMEM_ERR_ENV);
+        setenv("VMEM_SWAP_TAIL", "12", 1);
+        cr_assert_eq(vmem_create(&c2, &w), VMEM_OK);
+        cr_assert_eq(w->place.swap_tail, 12);
+        vmem_destroy(w);
+        unsetenv("VMEM_SWAP_TAIL");
+    }
     cfg.placement = (vmem_placement_t)7;
     cfg.backend = VMEM_BACKEND_SIM;
     vmem_t *v = NULL;
