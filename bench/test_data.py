@@ -6,7 +6,14 @@ the header) are also checked against what the converter said: its peak live
 bytes and blocks live at the end, and for record() its step boundaries (one
 's' line per step() that has events after it).  No trace found is a failure.
 
-    python3 bench/test_data.py VMEM_REPLAY TRACE_DIR
+Held over live (issue 14): without a limit, peak held / peak live on sim-vmm
+must stay at or below HELD_BOUND for the traces named there (what the growth
+policy reaches, docs/benchmarks.md "Held over live", plus 0.01); the test
+checks that the policy before issue 14 (VMEM_GROWTH=legacy) exceeds the bound
+on tinylm, so the check can fail.  With VMEM_ARENA_PEAK, vmem-arena-peak must
+report the same held/live as vmem-replay and dump the arena at that peak.
+
+    python3 bench/test_data.py VMEM_REPLAY TRACE_DIR [VMEM_ARENA_PEAK]
 """
 import glob
 import gzip
@@ -16,6 +23,11 @@ import subprocess
 import sys
 
 replay, folder = sys.argv[1], sys.argv[2]
+arena_peak = sys.argv[3] if len(sys.argv) > 3 else None
+# Upper bounds of peak held / peak live on sim-vmm without a limit (sim-vmm is
+# deterministic: the figures are exact; each bound is the figure plus 0.01).
+HELD_BOUND = {"trace_bert.txt.gz": 1.098, "trace_resnet50.txt.gz": 1.023,
+              "trace_resnet18.txt.gz": 1.044, "trace_tinylm.txt.gz": 1.156}
 traces = sorted(glob.glob(os.path.join(folder, "*.txt.gz")))
 failures = []
 
@@ -83,8 +95,28 @@ for t in traces:
                                                           res["spilled_allocs"]))
     check(res["min_limit"] >= peak and res["min_limit_ratio"] >= 1.0,
           "%s: min_limit %d below peak live %d" % (name, res["min_limit"], peak))
-    print("%s: %d events, peak live %.1f MiB, min limit %.3fx" %
-          (name, allocs + frees, peak / 2**20, res["min_limit_ratio"]))
+    bound = HELD_BOUND.get(name)
+    check(bound is None or res["frag"] <= bound,
+          "%s: held/live %.4f above %.3f (sim-vmm, no limit)" % (name, res["frag"], bound or 0))
+    if arena_peak:
+        a = subprocess.run([arena_peak, "--backend", "sim-vmm", t], capture_output=True,
+                           text=True, timeout=300)
+        first = a.stdout.splitlines()[0] if a.stdout else ""
+        check(a.returncode == 0 and "held/live %.4f" % res["frag"] in first
+              and "\nregion +0.0 MiB" in a.stdout,
+              "%s: vmem-arena-peak exit %d, %r (replay: held/live %.4f)" %
+              (name, a.returncode, first, res["frag"]))
+    print("%s: %d events, peak live %.1f MiB, held/live %.4f, min limit %.3fx" %
+          (name, allocs + frees, peak / 2**20, res["frag"], res["min_limit_ratio"]))
+
+# The bound can fail: the policy before issue 14 holds more on tinylm.
+tiny = os.path.join(folder, "trace_tinylm.txt.gz")
+if os.path.exists(tiny):
+    r = subprocess.run([replay, "--backend", "sim-vmm", "--repeat", "1", tiny], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, VMEM_GROWTH="legacy"))
+    legacy = json.loads(r.stdout.splitlines()[0])["frag"] if r.returncode == 0 else 0
+    check(legacy > HELD_BOUND["trace_tinylm.txt.gz"],
+          "tinylm: VMEM_GROWTH=legacy held/live %.4f does not exceed the bound" % legacy)
 
 for f in failures:
     print("FAIL:", f)
