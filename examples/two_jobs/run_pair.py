@@ -28,6 +28,7 @@ for a pair, per phase of the high-priority job, the opportunistic job's steps,
 the share of the phase it spent in a step, and its median perf.
 """
 import argparse
+import gzip
 import json
 import os
 import statistics
@@ -39,9 +40,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def read_log(path):
+    """A job's JSON lines (job.py --log), plain or gzipped (.gz)."""
     out = []
     try:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             for line in f:
                 try:
                     out.append(json.loads(line))

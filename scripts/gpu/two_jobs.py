@@ -47,6 +47,8 @@ SCHED_ARGS = os.environ.get("TWO_JOBS_SCHEDULER_ARGS", "--interval 0.02")
 RUNS = os.environ.get("TWO_JOBS_RUNS", "hp-alone,opp-alone,static,dynamic")
 BUDGET = os.environ.get("TWO_JOBS_BUDGET", "")
 MiB = 1 << 20
+sys.path.insert(0, os.path.join(ROOT, "examples", "two_jobs"))
+from scheduler import parse_size  # noqa: E402
 
 
 def run(config, budget, extra=()):
@@ -84,14 +86,6 @@ def check_peak(s, job):
     return ok
 
 
-def parse_size(text):
-    t = text.strip().upper()
-    for suffix, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if t.endswith(suffix):
-            return int(float(t[:-1]) * (1 << shift))
-    return int(t)
-
-
 def main():
     os.makedirs(OUT, exist_ok=True)
     runs = {r.strip() for r in RUNS.split(",") if r.strip()}
@@ -116,7 +110,11 @@ def main():
     hp_peak = peak(alone, "hp")
     opp_peak = peak(opp_alone, "opp") if "opp" in opp_alone else 0
     if BUDGET:
-        budget = parse_size(BUDGET)
+        try:
+            budget = parse_size(BUDGET)
+        except ValueError:
+            print("two-jobs: TWO_JOBS_BUDGET %r: bytes, or an integer with K, M or G" % BUDGET)
+            return 2
     else:
         budget = (hp_peak + opp_peak // 2 + 255 * MiB) // (256 * MiB) * (256 * MiB)
     static = run("static", budget) if "static" in runs else {"config": "static", "exit": {}}
@@ -128,7 +126,7 @@ def main():
     hp_a, opp_a = thr(alone, "hp"), thr(opp_alone, "opp")
 
     def rel(s, job, base):
-        return thr(s, job) / base if base else 0.0
+        return thr(s, job) / base if base else float("nan")  # nan: its alone run not run
 
     def norm(s):
         return rel(s, "hp", hp_a) + rel(s, "opp", opp_a)
@@ -208,7 +206,7 @@ def main():
         return "x%.3f" % v if v is not None else "not run"
 
     print("\ndynamic against")
-    print("  (a) each job alone:        hp %s of alone, opp %s of alone" %
+    print("  (a) each job alone:        hp/alone %s, opp/alone %s" %
           (fmt(compare["a_hp_of_alone"]), fmt(compare["a_opp_of_alone"])))
     print("  (b) static 50/50:          normalised sum %s, img/s %s" %
           (fmt(compare["b_norm_sum_dynamic_over_static"]),
