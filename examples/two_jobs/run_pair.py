@@ -23,9 +23,12 @@ high-priority job ends (opp-alone: --opp-seconds after its warm-up steps).
 Throughput is samples per second of the high-priority job's run (opp-alone:
 of its own run after its warm-up steps), the same window for both jobs of a
 pair; steps before the window are not counted.  Writes DIR/summary.json:
-steps, samples/s, step times per phase, spills and failures of each job.
+steps, samples/s, step times per phase, spills and failures of each job, and
+for a pair, per phase of the high-priority job, the opportunistic job's steps,
+the share of the phase it spent in a step, and its median perf.
 """
 import argparse
+import gzip
 import json
 import os
 import statistics
@@ -37,9 +40,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def read_log(path):
+    """A job's JSON lines (job.py --log), plain or gzipped (.gz)."""
     out = []
     try:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             for line in f:
                 try:
                     out.append(json.loads(line))
@@ -86,6 +90,27 @@ def summarise(rows, t_start, t_end):
         "failures": rows[-1]["failures"],
         "phases": per_phase,
     }
+
+
+def busy_share(rows, start, end):
+    """The share of [start, end] that rows' steps (each ending at its wall
+    time, step_s long) cover: the other job's time on the GPU in a phase."""
+    covered = sum(max(0.0, min(end, r["wall"]) - max(start, r["wall"] - r["step_s"]))
+                  for r in rows)
+    return covered / (end - start) if end > start else 0.0
+
+
+def add_opp_per_phase(hp_summary, hp_rows, opp_rows):
+    """Per phase of the high-priority job: the opportunistic job's steps
+    ended in it, the share of its time the opportunistic job was in a step
+    (contention for the GPU), and its median perf (share) in force."""
+    for ph in hp_summary.get("phases", []):
+        rs = [r for r in hp_rows if r["phase"] == ph["phase"]]
+        start, end = rs[0]["wall"] - rs[0]["step_s"], rs[-1]["wall"]
+        os_ = [r for r in opp_rows if start < r["wall"] <= end]
+        ph["opp_steps"] = len(os_)
+        ph["opp_busy"] = busy_share(opp_rows, start, end)
+        ph["opp_perf_median"] = statistics.median(r["perf"] for r in os_) if os_ else 0
 
 
 def main():
@@ -202,13 +227,16 @@ def main():
         sched.wait(timeout=30)
     summary = {"config": a.config, "budget": a.budget, "mode": a.mode, "exit": rc,
                "seconds": t_end - t0}
+    rows = {}
     for name in procs:
         start = t_opp if a.config == "opp-alone" else t0  # a pair: the same window
-        rows = [r for r in read_log(files[name]["log.jsonl"]) if start < r["wall"] <= t_end]
-        summary[name] = summarise(rows, start, t_end)
+        rows[name] = [r for r in read_log(files[name]["log.jsonl"]) if start < r["wall"] <= t_end]
+        summary[name] = summarise(rows[name], start, t_end)
         st = read_stats(files[name]["stats.json"])
         if st:  # the process's highest in-use bytes, a check on the per-step peaks
             summary[name]["lifetime_peak_bytes"] = st["devicePeakInUse"] + st["hostPeakInUse"]
+    if "hp" in rows and "opp" in rows:
+        add_opp_per_phase(summary["hp"], rows["hp"], rows["opp"])
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(json.dumps(summary))

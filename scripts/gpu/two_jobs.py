@@ -19,7 +19,13 @@ lifetime peak (devicePeakInUse + hostPeakInUse) before the pairs run, and the
 script stops there when they disagree (a step boundary in the wrong place
 makes the per-step figure meaningless).  Prints a table last and writes
 $OUT/two_jobs.json and $OUT/memory.svg.
+
+TWO_JOBS_RUNS picks the runs (default hp-alone,opp-alone,static,dynamic;
+hp-alone and dynamic always run).  Without opp-alone the budget must be given
+(TWO_JOBS_BUDGET, bytes or 6G-style) and the opportunistic job's figures
+against alone are not printed; without static, comparison (b) is not.
 """
+import csv as csvmod
 import json
 import os
 import statistics
@@ -38,7 +44,11 @@ CAP_S = os.environ.get("TWO_JOBS_HP_MAX_SECONDS", "35")
 # the scheduler polls the statistics files every 20 ms: a growth of the
 # high-priority job costs it the steps until the cut and the grant land
 SCHED_ARGS = os.environ.get("TWO_JOBS_SCHEDULER_ARGS", "--interval 0.02")
+RUNS = os.environ.get("TWO_JOBS_RUNS", "hp-alone,opp-alone,static,dynamic")
+BUDGET = os.environ.get("TWO_JOBS_BUDGET", "")
 MiB = 1 << 20
+sys.path.insert(0, os.path.join(ROOT, "examples", "two_jobs"))
+from scheduler import parse_size  # noqa: E402
 
 
 def run(config, budget, extra=()):
@@ -78,15 +88,36 @@ def check_peak(s, job):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    runs = {r.strip() for r in RUNS.split(",") if r.strip()}
+    unknown = runs - {"hp-alone", "opp-alone", "static", "dynamic"}
+    if unknown:
+        print("two-jobs: TWO_JOBS_RUNS: unknown run(s) %s" % ", ".join(sorted(unknown)))
+        return 2
+    if "opp-alone" not in runs and not BUDGET:
+        print("two-jobs: without the opp-alone run TWO_JOBS_BUDGET must give the budget")
+        return 2
     big = os.environ.get("TWO_JOBS_ALONE_LIMIT", "64G")
     alone = run("hp-alone", big)
-    opp_alone = run("opp-alone", big, ["--opp-seconds", "%.1f" % alone["seconds"]])
-    if not (check_peak(alone, "hp") & check_peak(opp_alone, "opp")):
+    opp_alone = {"config": "opp-alone", "exit": {}}
+    if "opp-alone" in runs:
+        opp_alone = run("opp-alone", big, ["--opp-seconds", "%.1f" % alone["seconds"]])
+    ok = check_peak(alone, "hp")
+    if "opp" in opp_alone:
+        ok = check_peak(opp_alone, "opp") and ok
+    if not ok:
         print("two-jobs: the per-step peaks are not the jobs' peaks; no budget from them")
         return 1
-    hp_peak, opp_peak = peak(alone, "hp"), peak(opp_alone, "opp")
-    budget = (hp_peak + opp_peak // 2 + 255 * MiB) // (256 * MiB) * (256 * MiB)
-    static = run("static", budget)
+    hp_peak = peak(alone, "hp")
+    opp_peak = peak(opp_alone, "opp") if "opp" in opp_alone else 0
+    if BUDGET:
+        try:
+            budget = parse_size(BUDGET)
+        except ValueError:
+            print("two-jobs: TWO_JOBS_BUDGET %r: bytes, or an integer with K, M or G" % BUDGET)
+            return 2
+    else:
+        budget = (hp_peak + opp_peak // 2 + 255 * MiB) // (256 * MiB) * (256 * MiB)
+    static = run("static", budget) if "static" in runs else {"config": "static", "exit": {}}
     dyn = run("dynamic", budget)
 
     def thr(s, job):
@@ -95,7 +126,7 @@ def main():
     hp_a, opp_a = thr(alone, "hp"), thr(opp_alone, "opp")
 
     def rel(s, job, base):
-        return thr(s, job) / base if base else 0.0
+        return thr(s, job) / base if base else float("nan")  # nan: its alone run not run
 
     def norm(s):
         return rel(s, "hp", hp_a) + rel(s, "opp", opp_a)
@@ -106,6 +137,8 @@ def main():
     rows = []
     for name, s in (("hp alone (= opp not running)", alone), ("opp alone", opp_alone),
                     ("static 50/50", static), ("dynamic (scheduler)", dyn)):
+        if not s["exit"]:
+            continue  # not run (TWO_JOBS_RUNS)
         rows.append((name, thr(s, "hp"), thr(s, "opp"), thr(s, "hp") + thr(s, "opp"),
                      rel(s, "hp", hp_a), rel(s, "opp", opp_a), norm(s),
                      g(s, "hp", "steps"), g(s, "hp", "spilled_steps"), g(s, "opp", "steps"),
@@ -117,39 +150,50 @@ def main():
     # each phase without its first two steps, which include the batch change)
     phase_rows = []
     within = len(dyn["hp"].get("phases", [])) == len(alone["hp"]["phases"])
-    st_phases = {p["phase"]: p for p in static["hp"].get("phases", [])}
+    st_phases = {p["phase"]: p for p in static.get("hp", {}).get("phases", [])}
     for pa, pd in zip(alone["hp"]["phases"], dyn["hp"].get("phases", [])):
         r = pd["median_step_s"] / pa["median_step_s"]
         within = within and r <= 1.10
         ps = st_phases.get(pa["phase"])
         phase_rows.append((pa["phase"], pa["batch"], pa["peak_bytes"] / MiB,
                            pa["median_step_s"] * 1e3, pd["median_step_s"] * 1e3, r,
+                           "yes" if r <= 1.10 else "NO",
                            pd["mean_step_s"] / pa["mean_step_s"], pd["steps"], pd["spilled_steps"],
+                           pd.get("opp_steps", 0), pd.get("opp_busy", 0.0),
+                           pd.get("opp_perf_median", 0),
                            ps["median_step_s"] * 1e3 if ps else float("nan"),
                            "%d/%d" % (ps["spilled_steps"], ps["steps"]) if ps else "-"))
     d_norm, s_norm = norm(dyn), norm(static)
+    sum_static = thr(static, "hp") + thr(static, "opp")
     compare = {
-        "a_hp_of_alone": rel(dyn, "hp", hp_a), "a_opp_of_alone": rel(dyn, "opp", opp_a),
-        "b_norm_sum_dynamic_over_static": d_norm / s_norm if s_norm else None,
-        "b_img_s_dynamic_over_static": (thr(dyn, "hp") + thr(dyn, "opp")) /
-        max(thr(static, "hp") + thr(static, "opp"), 1e-9),
-        "c_norm_sum_dynamic_over_opp_not_running": d_norm,
+        "a_hp_of_alone": rel(dyn, "hp", hp_a),
+        "a_opp_of_alone": rel(dyn, "opp", opp_a) if opp_a else None,
+        "b_norm_sum_dynamic_over_static": d_norm / s_norm if s_norm and opp_a else None,
+        "b_img_s_dynamic_over_static": (thr(dyn, "hp") + thr(dyn, "opp")) / sum_static
+        if sum_static else None,
+        "c_norm_sum_dynamic_over_opp_not_running": d_norm if opp_a else None,
         "c_img_s_dynamic_over_opp_not_running": (thr(dyn, "hp") + thr(dyn, "opp")) / hp_a,
     }
+    csv = os.path.join(OUT, "dynamic", "memory.csv")
+    baselines = controller_baselines(csv)
     result = {"budget": budget, "hp_peak": hp_peak, "opp_peak": opp_peak, "hp_phases": HP_PHASES,
               "opp_batch": OPP_BATCH, "model": MODEL, "runs": {"hp-alone": alone,
               "opp-alone": opp_alone, "static": static, "dynamic": dyn}, "table": rows,
               "phase_table": phase_rows, "compare_dynamic": compare,
+              "controller_baselines_ms": baselines,
               "hp_within_10pct_median": within, "no_failure": no_fail}
     json.dump(result, open(os.path.join(OUT, "two_jobs.json"), "w"), indent=1)
-    csv = os.path.join(OUT, "dynamic", "memory.csv")
     if os.path.exists(csv):
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "plot_two_jobs.py"), csv,
                         os.path.join(OUT, "memory.svg"), "--budget", str(budget),
                         "--title", "Two %s jobs on one GPU, budget %.1f GiB" %
                         (MODEL, budget / 2**30)])
-    print("\nbudget %.2f GiB = hp peak alone (largest phase) %.2f GiB + half of opp peak alone "
-          "%.2f GiB, rounded up to 256 MiB" % (budget / 2**30, hp_peak / 2**30, opp_peak / 2**30))
+    if BUDGET:
+        print("\nbudget %.2f GiB (TWO_JOBS_BUDGET)" % (budget / 2**30))
+    else:
+        print("\nbudget %.2f GiB = hp peak alone (largest phase) %.2f GiB + half of opp peak "
+              "alone %.2f GiB, rounded up to 256 MiB" %
+              (budget / 2**30, hp_peak / 2**30, opp_peak / 2**30))
     print("throughput: samples/s over the high-priority job's run (opp alone: its own run)")
     print("%-28s | %8s | %9s | %9s | %7s | %8s | %9s | %8s | %8s | %9s | %9s | %5s | exit" %
           ("run", "hp img/s", "opp img/s", "sum img/s", "hp/alone", "opp/alone", "norm. sum",
@@ -157,26 +201,50 @@ def main():
     for r in rows:
         print("%-28s | %8.1f | %9.1f | %9.1f | %7.3f | %8.3f | %9.3f | %8s | %8s | %9s | %9s | "
               "%5s | %s" % r)
+
+    def fmt(v):
+        return "x%.3f" % v if v is not None else "not run"
+
     print("\ndynamic against")
-    print("  (a) each job alone:        hp %.3f of alone, opp %.3f of alone" %
-          (compare["a_hp_of_alone"], compare["a_opp_of_alone"]))
-    print("  (b) static 50/50:          normalised sum x%.3f, img/s x%.3f" %
-          (compare["b_norm_sum_dynamic_over_static"] or float("nan"),
-           compare["b_img_s_dynamic_over_static"]))
-    print("  (c) opp not running:       normalised sum x%.3f, img/s x%.3f" %
-          (compare["c_norm_sum_dynamic_over_opp_not_running"],
-           compare["c_img_s_dynamic_over_opp_not_running"]))
-    print("\nphase | batch | peak MiB alone | hp alone ms | dynamic ms | ratio (median) | "
-          "ratio (mean) | dyn steps | dyn spilled | static ms | static spilled")
+    print("  (a) each job alone:        hp/alone %s, opp/alone %s" %
+          (fmt(compare["a_hp_of_alone"]), fmt(compare["a_opp_of_alone"])))
+    print("  (b) static 50/50:          normalised sum %s, img/s %s" %
+          (fmt(compare["b_norm_sum_dynamic_over_static"]),
+           fmt(compare["b_img_s_dynamic_over_static"])))
+    print("  (c) opp not running:       normalised sum %s, img/s %s" %
+          (fmt(compare["c_norm_sum_dynamic_over_opp_not_running"]),
+           fmt(compare["c_img_s_dynamic_over_opp_not_running"])))
+    print("\nhigh-priority job per phase, dynamic against alone (median without the phase's first "
+          "two steps); opp busy: share of the phase the opportunistic job was in a step")
+    print("phase | batch | peak MiB alone | hp alone ms | dynamic ms | ratio (median) | "
+          "within 10% | ratio (mean) | dyn steps | dyn spilled | opp steps | opp busy | "
+          "opp perf | static ms | static spilled")
     for p in phase_rows:
-        print("%5d | %5d | %14.0f | %11.1f | %10.1f | %14.3f | %12.3f | %9d | %11d | %9.1f | %14s"
-              % p)
+        print("%5d | %5d | %14.0f | %11.1f | %10.1f | %14.3f | %10s | %12.3f | %9d | %11d | "
+              "%9d | %8.2f | %8s | %9.1f | %14s" % p)
+    print("controller baselines (ms, in the order taken): %s" %
+          (", ".join("%.1f" % b for b in baselines) or "none"))
     print("\nhigh-priority median step time within 10%% of alone in every phase: %s" %
           ("yes" if within else "NO"))
     print("no failed allocation and no failed process in any run: %s" %
           ("yes" if no_fail else "NO"))
     print("memory over time (dynamic): %s" % os.path.join(OUT, "memory.svg"))
     return 0
+
+
+def controller_baselines(csv_path):
+    """The high-priority step times alone the scheduler took (its CSV's
+    hp_base_ms column), each once, in order."""
+    out = []
+    try:
+        with open(csv_path) as f:
+            for r in csvmod.DictReader(f):
+                b = float(r.get("hp_base_ms") or 0)
+                if b > 0 and (not out or out[-1] != b):
+                    out.append(b)
+    except OSError:
+        pass
+    return out
 
 
 if __name__ == "__main__":

@@ -47,8 +47,9 @@ def test_policy():
     budget, head = 16 * GiB, 1 * GiB
     p = scheduler.Policy(budget, head, window=5.0, probe_steps=4, slo=0.05, perf_start=50)
     t = 0.0
-    # the high-priority job alone at 4 GiB: probe, then the opportunistic job runs
-    for step in range(1, 10):
+    # the high-priority job alone at 4 GiB: probe (2 steps to settle, two
+    # windows of 4 that agree), then the opportunistic job runs
+    for step in range(1, 12):
         t += 0.1
         hp_l, opp_l, perf = p.update(hp_stats(step, 4 * GiB), opp_stats(0), t)
     check(p.baseline is not None and abs(p.baseline - 0.1) < 1e-9, "baseline from the probe")
@@ -60,15 +61,15 @@ def test_policy():
     # GiB and spills: cut and suspended at once, memory granted as it frees
     opp_held = opp_l
     t += 0.1
-    hp_l, opp_l, perf = p.update(hp_stats(10, 5 * GiB, host=4 * GiB), opp_stats(opp_held), t)
+    hp_l, opp_l, perf = p.update(hp_stats(12, 5 * GiB, host=4 * GiB), opp_stats(opp_held), t)
     check(perf == 0, "suspended on growth")
     check(opp_l == budget - 9 * GiB - head, "cut to what the grown job leaves: %d" % opp_l)
     check(hp_l == budget - opp_held, "no grant before the opportunistic job frees: %d" % hp_l)
     t += 0.1
-    hp_l, opp_l, perf = p.update(hp_stats(11, 5 * GiB, host=4 * GiB), opp_stats(opp_l), t)
+    hp_l, opp_l, perf = p.update(hp_stats(13, 5 * GiB, host=4 * GiB), opp_stats(opp_l), t)
     check(hp_l == budget - opp_l, "granted once freed")
     # the grown job runs on the device only: after the probe the share is back
-    for step in range(12, 17):
+    for step in range(14, 24):
         t += 0.1
         hp_l, opp_l, perf = p.update(hp_stats(step, 9 * GiB, step_s=0.2), opp_stats(opp_l), t)
     check(perf == 50 and abs(p.baseline - 0.2) < 1e-9, "new baseline %s, share %d" %
@@ -76,11 +77,11 @@ def test_policy():
 
     # step time 20% over the baseline: the share falls by gain * 15 points;
     # back at the baseline it rises by gain * 5
-    for step in range(17, 22):
+    for step in range(24, 29):
         t += 0.1
         hp_l, opp_l, perf = p.update(hp_stats(step, 9 * GiB, step_s=0.24), opp_stats(opp_l), t)
     check(perf == 20, "share cut in proportion to the slowdown: %d" % perf)
-    for step in range(22, 27):
+    for step in range(29, 34):
         t += 0.1
         hp_l, opp_l, perf = p.update(hp_stats(step, 9 * GiB, step_s=0.2), opp_stats(opp_l), t)
     check(perf == 30, "share raised when back within the target: %d" % perf)
@@ -88,13 +89,13 @@ def test_policy():
     # the high-priority job's need falls: once the window has passed, it is
     # lowered first; the opportunistic job gets only what it has given back
     hp_held = 10 * GiB
-    for step in range(27, 90):
+    for step in range(34, 97):
         t += 0.1
         hp_l, opp_l, perf = p.update(hp_stats(step, 3 * GiB, held=hp_held), opp_stats(opp_l), t)
     check(hp_l == 3 * GiB + head, "high-priority limit lowered to need + headroom: %d" % hp_l)
     check(opp_l == budget - hp_held, "no grant of what it still holds: %d" % opp_l)
     t += 0.1
-    hp_l, opp_l, perf = p.update(hp_stats(90, 3 * GiB, held=3 * GiB), opp_stats(opp_l), t)
+    hp_l, opp_l, perf = p.update(hp_stats(97, 3 * GiB, held=3 * GiB), opp_stats(opp_l), t)
     check(opp_l == budget - 3 * GiB - head, "granted once given back: %d" % opp_l)
 
 
@@ -107,7 +108,7 @@ def test_policy_slow_release_and_a_job_that_does_not_fit():
     budget, head = 6 * GiB, GiB // 4
     p = scheduler.Policy(budget, head, window=5.0, probe_steps=4, slo=0.05, perf_start=50)
     t, step = 0.0, 0
-    for _ in range(8):  # the high-priority job at 1 GiB, probe done
+    for _ in range(10):  # the high-priority job at 1 GiB, probe done
         t += 0.1
         step += 1
         hp_l, opp_l, perf = p.update(hp_stats(step, GiB), None, t)
@@ -136,7 +137,7 @@ def test_policy_slow_release_and_a_job_that_does_not_fit():
     t += 0.05
     hp_l, opp_l, perf = p.update(hp_stats(step, 3 * GiB, host=3 * GiB // 2), opp, t)
     check(hp_l >= 9 * GiB // 2 + head, "the grown job gets its need once freed: %d" % hp_l)
-    for _ in range(8):
+    for _ in range(10):
         step += 1
         t += 0.05
         hp_l, opp_l, perf = p.update(hp_stats(step, 9 * GiB // 2), opp, t)
@@ -165,7 +166,7 @@ def test_controller_tracks_the_target():
     for cost in (0.25, 0.6):
         p = scheduler.Policy(budget, head, window=5.0, probe_steps=4, slo=0.05)
         t, step, perf = 0.0, 0, 0
-        for _ in range(8):  # probe: alone at 0.1 s a step
+        for _ in range(10):  # probe: alone at 0.1 s a step
             t += 0.1
             step += 1
             hp_l, opp_l, perf = p.update(hp_stats(step, 4 * GiB), opp_stats(0), t)
@@ -194,12 +195,13 @@ def test_controller_tracks_the_target():
         check(slowdown <= 1.06, "cost %.2f: slowdown %.3f over the target" % (cost, slowdown))
     # a large slowdown takes most of the share at the next decision
     p = scheduler.Policy(budget, head, window=5.0, probe_steps=4, slo=0.05, perf_start=80)
-    for step in range(1, 9):
+    for step in range(1, 11):
         p.update(hp_stats(step, 4 * GiB), opp_stats(0), step * 0.1)
-    for step in range(9, 14):
+    for step in range(11, 16):
         _, _, perf = p.update(hp_stats(step, 4 * GiB, step_s=0.13), opp_stats(0), step * 0.1)
     check(perf <= 30, "slowdown 1.30 at share 80: %d after one decision" % perf)
-    for bad in ({"perf_min": 0}, {"perf_start": 101}, {"gain": 0}, {"decide_steps": 0}):
+    for bad in ({"perf_min": 0}, {"perf_start": 101}, {"gain": 0}, {"decide_steps": 0},
+                {"probe_steps": 0}, {"probe_windows": 1}, {"settle_steps": -1}):
         try:
             scheduler.Policy(budget, head, **bad)
             check(False, "accepted %s" % bad)
@@ -279,6 +281,99 @@ def test_end_to_end_sim():
         perfs = {int(c[9]) for c in csv}
         check(0 in perfs and any(x > 0 for x in perfs), "perf never suspended/resumed: %s" % perfs)
 
+# H100 run 4, from docs/gpu-runs/2026-11-22c/two-jobs-run4.log and its per-step
+# logs: the budget, the high-priority job's peaks in phases 0 and 1, the
+# opportunistic job's, its step times (ms) after its first growth (two spilled
+# steps, then six on the device with the other job suspended), and its step
+# times alone in phase 1 (hp-alone run, steps 121-133).
+RUN4_BUDGET = 6174015488
+RUN4_HP_PEAKS = (1150849280, 2599969536)
+RUN4_OPP_PEAK = 2599969536
+RUN4_AFTER_GROWTH_MS = (773.9, 176.8, 50.0, 22.0, 38.0, 33.6, 49.7, 33.9)
+RUN4_ALONE_MS = (25.3, 24.8, 24.4, 25.4, 31.5, 26.1, 26.0, 25.8, 27.2, 25.7, 25.0, 25.6, 33.5)
+
+
+def run4_phase1(p, cost, steps=400):
+    """Phase 0 at 1.1 GiB (probe), the growth to 2.6 GiB with run 4's steps
+    after it, then steps of run 4's alone times slowed by 1 + cost * perf/100
+    (the other job's share in force).  Returns the slowdowns (step time over
+    the median alone) of the last half and the shares."""
+    t, step, perf = 0.0, 0, 0
+    opp = {"steps": 1, "deviceMemUsedMax": RUN4_OPP_PEAK, "hostMemUsedMax": 0,
+           "deviceHeld": RUN4_OPP_PEAK}
+    for _ in range(12):
+        t += 0.025
+        step += 1
+        p.update(hp_stats(step, RUN4_HP_PEAKS[0], step_s=0.024), opp, t)
+    for i, ms in enumerate(RUN4_AFTER_GROWTH_MS):
+        host = RUN4_HP_PEAKS[1] // 2 if i < 2 else 0
+        t += ms / 1e3
+        step += 1
+        _, _, perf = p.update(hp_stats(step, RUN4_HP_PEAKS[1] - host, host=host, step_s=ms / 1e3),
+                              opp, t)
+    alone = sorted(RUN4_ALONE_MS)[len(RUN4_ALONE_MS) // 2]
+    slow, shares = [], []
+    for i in range(steps):
+        ms = RUN4_ALONE_MS[i % len(RUN4_ALONE_MS)] * (1.0 + cost * perf / 100.0)
+        t += ms / 1e3
+        step += 1
+        _, _, perf = p.update(hp_stats(step, RUN4_HP_PEAKS[1], step_s=ms / 1e3), opp, t)
+        slow.append(ms / alone)
+        shares.append(perf)
+    return slow[steps // 2:], shares
+
+
+def test_baseline_after_a_growth_waits_for_the_step_time_to_settle():
+    """H100 run 4, phase 1: the four steps the probe took after the first
+    growth ran 22-50 ms alone (median 35.8 ms, 1.37x the phase's step time
+    alone); with that baseline the controller read the job's 34.3 ms beside
+    the other job at full share (1.31x alone) as 0.96x and kept the share at
+    96-100.  The baseline must come from settled steps, and the job's median
+    step time, with the other job's share slowing it by up to a third, must
+    stay within 10% of alone."""
+    for cost in (0.31, 0.6):  # run 4: 1.31x at share 100
+        p = scheduler.Policy(RUN4_BUDGET, RUN4_BUDGET // 16, probe_steps=4, slo=0.05)
+        slow, shares = run4_phase1(p, cost)
+        med = sorted(RUN4_ALONE_MS)[len(RUN4_ALONE_MS) // 2] / 1e3
+        check(p.baseline is not None and p.baseline <= med * 1.05,
+              "cost %.2f: baseline %.1f ms from unsettled steps (alone %.1f ms)" %
+              (cost, (p.baseline or 0) * 1e3, med * 1e3))
+        m = sorted(slow)[len(slow) // 2]
+        check(m <= 1.10, "cost %.2f: median slowdown %.3f over 1.10 (shares %s)" %
+              (cost, m, shares[-10:]))
+        check(min(shares[len(shares) // 2:]) >= 10, "cost %.2f: share under the floor" % cost)
+    # a probe whose windows never agree ends after probe_windows of them,
+    # with the lowest
+    p = scheduler.Policy(16 * GiB, GiB, probe_steps=2, probe_windows=3, settle_steps=1)
+    times = (0.5, 0.1, 0.1, 0.2, 0.2, 0.4, 0.4, 0.3, 0.3)
+    for step, s_ in enumerate(times, 1):
+        p.update(hp_stats(step, GiB, step_s=s_), opp_stats(0), step * 0.1)
+    check(not p.probing and p.baseline is not None and abs(p.baseline - 0.1) < 1e-9,
+          "unsettled probe: baseline %s after %d windows" % (p.baseline, len(p.windows)))
+
+
+def test_free_memory_stays_with_the_high_priority_job():
+    """H100 run 4, phase 1: the high-priority job grew from 1.1 to 2.5 GiB
+    at a limit of need + headroom (1.43 GiB) and spilled 1 GiB for two steps
+    (0.95 s against 0.35 s alone), while the other job held 2.44 GiB of its
+    4.3 GiB limit: 1.9 GiB of the budget was nobody's.  Once the
+    opportunistic job's need is known it gets that plus the headroom, and the
+    rest stays with the high-priority job."""
+    head = RUN4_BUDGET // 16
+    p = scheduler.Policy(RUN4_BUDGET, head, probe_steps=4, slo=0.05)
+    opp = {"steps": 3, "deviceMemUsedMax": RUN4_OPP_PEAK, "hostMemUsedMax": 0,
+           "deviceHeld": RUN4_OPP_PEAK + (20 << 20)}
+    for step in range(1, 20):
+        hp_l, opp_l, perf = p.update(hp_stats(step, RUN4_HP_PEAKS[0]), opp, step * 0.025)
+    check(opp_l == RUN4_OPP_PEAK + head, "opp limit %d: its need + headroom" % opp_l)
+    check(hp_l == RUN4_BUDGET - opp_l and hp_l >= RUN4_HP_PEAKS[1],
+          "hp limit %d leaves its phase-1 peak %d no room" % (hp_l, RUN4_HP_PEAKS[1]))
+    check(perf > 0, "the opportunistic job runs: %d" % perf)
+    # it grows into that room without spilling: a probe, no cut
+    hp_l2, opp_l2, perf = p.update(hp_stats(20, RUN4_HP_PEAKS[1]), opp, 20 * 0.025)
+    check(perf == 0 and p.grows == 1, "growth without a spill starts a probe")
+    check(opp_l2 == opp_l and hp_l2 == hp_l, "no cut needed: %d/%d" % (hp_l2, opp_l2))
+
 
 STEP_GUARD = r"""
 import io, os, sys
@@ -329,6 +424,8 @@ def main():
     test_policy_slow_release_and_a_job_that_does_not_fit()
     test_policy_never_promises_more_than_the_budget()
     test_controller_tracks_the_target()
+    test_baseline_after_a_growth_waits_for_the_step_time_to_settle()
+    test_free_memory_stays_with_the_high_priority_job()
     test_opp_runs_alone_before_the_hp_job_starts()
     test_end_to_end_sim()
     print("%d failure(s)" % len(FAILS))
