@@ -120,14 +120,19 @@ typedef enum vmem_placement {
                                    and, where the next step repeats it, place on
                                    host from their allocation the blocks a rule
                                    picks so that the step fits under the limit;
-                                   on a real device the rule (FARTHEST or
-                                   LARGEST) is chosen by measured step time after
-                                   each limit change, on a simulated one it is
-                                   FARTHEST (fewest bytes) */
+                                   on a real device the rule (FARTHEST, LARGEST
+                                   or, with vmm, SWAP) is chosen by measured step
+                                   time after each limit change, on a simulated
+                                   one it is FARTHEST (fewest bytes) */
     VMEM_PLACEMENT_NAIVE = 1,   /* device first, host when the device is full */
     VMEM_PLACEMENT_FARTHEST = 2, /* planned; when the step would overflow, the
                                    blocks freed farthest ahead go to host first */
-    VMEM_PLACEMENT_LARGEST = 3  /* planned; the largest live blocks go first */
+    VMEM_PLACEMENT_LARGEST = 3, /* planned; the largest live blocks go first */
+    VMEM_PLACEMENT_SWAP = 4     /* planned as FARTHEST, but blocks of at least one
+                                   move unit (vmm: 64 MiB) stay on the device
+                                   around their allocation and their free and
+                                   are moved to host in between, at the same
+                                   address (vmm, sim-vmm; elsewhere FARTHEST) */
 } vmem_placement_t;
 
 /* Instance configuration.  Always initialise with vmem_config_init() and then
@@ -286,7 +291,8 @@ VMEM_API vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t
 /* Statistics                                                               */
 /* ------------------------------------------------------------------------ */
 
-#define VMEM_STATS_VERSION 2 /* 2: placement .. device_trimmed appended */
+#define VMEM_STATS_VERSION 3 /* 2: placement .. device_trimmed appended;
+                                3: swap_out_bytes .. swap_skipped appended */
 
 typedef struct vmem_stats {
     uint32_t size;              /* set by the caller: sizeof(vmem_stats_t) */
@@ -360,6 +366,13 @@ typedef struct vmem_stats {
      * instance; valid while it lives. */
     const char *limit_source;
     int device;                 /* the CUDA device ordinal of the instance */
+    /* Swap windows (VMEM_PLACEMENT_SWAP, docs/placement.md). */
+    uint64_t plan_swap_bytes;   /* of plan_host_bytes: swapped (moved out and back) */
+    uint64_t swap_out_bytes;    /* moved to host by swap windows since create */
+    uint64_t swap_in_bytes;     /* moved back to the device by them */
+    uint64_t swap_points;       /* allocations before which swaps ran */
+    uint64_t swap_skipped;      /* planned moves not done: block freed or not
+                                   placed by the plan, no room, graph capture */
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

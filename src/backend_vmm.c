@@ -140,6 +140,10 @@ typedef struct vmm_backend {
      * maps these instead of creating (pinning) host memory. */
     vmm_keep_t *hkeep;
     size_t nkeep, keep_cap, keep_max;
+    /* The same for granule handles (moves of ranges that are not whole big
+     * mappings: placement's swap windows); keep_max covers both. */
+    CUmemGenericAllocationHandle *hsmall;
+    size_t nsmall, small_cap;
     int reserve_threads;          /* VMEM_VMM_RESERVE_THREADS */
     unsigned long long keep_hits; /* steps to host that mapped a kept handle */
 } vmm_backend_t;
@@ -242,7 +246,7 @@ static void run_unslot(vmm_backend_t *m, size_t first, size_t n)
  * (the caller still owns it). */
 static int keep_push(vmm_backend_t *m, vmm_keep_t e)
 {
-    if ((m->nkeep + 1) * big_bytes(m) > m->keep_max)
+    if (((m->nkeep + 1) * m->bign + m->nsmall) * m->granule > m->keep_max)
         return 0;
     if (m->nkeep == m->keep_cap) {
         size_t cap = m->keep_cap ? 2 * m->keep_cap : 64;
@@ -891,10 +895,22 @@ static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
         }
     }
     for (; !s->big && k < s->n; k++) {
+        CUdeviceptr at = s->dst + (CUdeviceptr)(k * m->granule);
+        r = CUDA_ERROR_NOT_FOUND;
+        while (kind == VMM_HOST && m->nsmall && r != CUDA_SUCCESS) {
+            s->h[k] = m->hsmall[--m->nsmall]; /* kept host memory: nothing pinned */
+            r = m->cu->MemMap(at, m->granule, 0, s->h[k], 0);
+            if (r != CUDA_SUCCESS)
+                m->cu->MemRelease(s->h[k]);
+            else
+                m->keep_hits++;
+        }
+        if (r == CUDA_SUCCESS)
+            continue;
         r = m->cu->MemCreate(&s->h[k], m->granule, &m->prop[kind], 0);
         if (r != CUDA_SUCCESS)
             break;
-        r = m->cu->MemMap(s->dst + (CUdeviceptr)(k * m->granule), m->granule, 0, s->h[k], 0);
+        r = m->cu->MemMap(at, m->granule, 0, s->h[k], 0);
         if (r != CUDA_SUCCESS) {
             m->cu->MemRelease(s->h[k]);
             break;
@@ -931,6 +947,25 @@ static void keep_host(vmm_backend_t *m, CUdeviceptr at)
         m->cu->MemRelease(e.h);
 }
 
+/* Keeps the host granule handle mapped at `at` (one granule, not in a big
+ * mapping) for a later move to host, within keep_max. */
+static void keep_host_small(vmm_backend_t *m, CUdeviceptr at)
+{
+    if ((m->nkeep * m->bign + m->nsmall + 1) * m->granule > m->keep_max)
+        return;
+    if (m->nsmall == m->small_cap) {
+        size_t cap = m->small_cap ? 2 * m->small_cap : 256;
+        void *q = realloc(m->hsmall, cap * sizeof *m->hsmall);
+        if (!q)
+            return;
+        m->hsmall = q;
+        m->small_cap = cap;
+    }
+    CUmemGenericAllocationHandle h;
+    if (m->cu->MemRetainAllocationHandle(&h, (void *)(uintptr_t)at) == CUDA_SUCCESS)
+        m->hsmall[m->nsmall++] = h;
+}
+
 static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
 {
     double t0 = seconds();
@@ -944,6 +979,9 @@ static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
         if (kind == VMM_DEVICE && m->bign && s->n == m->bign && i0 % m->bign == 0 &&
             m->big[i0] && m->state[i0] == VMM_HOST)
             keep_host(m, s->src);
+        for (size_t k = 0; kind == VMM_DEVICE && k < s->n; k++)
+            if (!m->big[i0 + k] && m->state[i0 + k] == VMM_HOST)
+                keep_host_small(m, s->src + (CUdeviceptr)(k * m->granule));
         run_unmap(m, i0, s->n);
         t2 = seconds();
         m->t_unmap_old += t2 - t1;
@@ -1612,6 +1650,8 @@ static void vmm_destroy(backend_t *b)
             m->cu->MemAddressFree(m->scratch, m->bign * m->granule);
         while (m->nkeep)
             keep_free(m, m->hkeep[--m->nkeep]);
+        while (m->nsmall)
+            m->cu->MemRelease(m->hsmall[--m->nsmall]);
         for (size_t s = 0; m->slot_used && s < m->nslots; s++)
             if (m->slot_used[s]) /* none should be left: every mapping is gone */
                 slot_put(m, (uint32_t)s);
@@ -1632,6 +1672,7 @@ static void vmm_destroy(backend_t *b)
     free(m->hkeep);
     free(m->slot_used);
     free(m->bslot);
+    free(m->hsmall);
     free(m);
 }
 

@@ -1548,6 +1548,40 @@ vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves
     return st;
 }
 
+size_t bfc_move_unit(const bfc_arena_t *a) { return a->hostmap ? a->granule : 0; }
+
+vmem_status_t bfc_move_live(bfc_arena_t *a, const void *p, int to_host, size_t host_room,
+                            bfc_moves_t *moves)
+{
+    bfc_moves_t m = {0};
+    size_t u = bfc_move_unit(a);
+    bfc_chunk_t *c = u ? map_get(&a->live, (uintptr_t)p) : NULL;
+    if (moves)
+        *moves = m;
+    if (!c)
+        return VMEM_ERR_INVALID;
+    uintptr_t lo = align_up(c->addr, u), hi = align_down(c->addr + c->size, u);
+    if (lo >= hi)
+        return VMEM_OK;
+    size_t budget;
+    if (to_host) {
+        budget = align_down(host_room, u);
+    } else {
+        size_t need = span_host_bytes(a, lo, hi - lo, NULL);
+        size_t limit = a->limit > a->others_held ? a->limit - a->others_held : 0;
+        if (need == 0 || a->pending)
+            return VMEM_OK;
+        if (a->held + need > limit)
+            bfc_release(a, limit > need ? limit - need : 0);
+        budget = a->held < limit ? align_down(limit - a->held, u) : 0;
+    }
+    vmem_status_t st = span_move(a, lo, hi, to_host, &budget, &m);
+    chunk_note_host(a, c);
+    if (moves)
+        *moves = m;
+    return st;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Pause and resume (allocation tags, src/tags.c)                           */
 /* ------------------------------------------------------------------------ */

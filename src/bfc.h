@@ -270,6 +270,20 @@ size_t bfc_release_host(bfc_arena_t *a);
 /* Bytes of [p, p + size) that lie on host-backed granules (0 without). */
 size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size);
 
+/* The bytes bfc_move_live moves as one: the granule; 0 where nothing can
+ * move (backends without host backing in place). */
+size_t bfc_move_unit(const bfc_arena_t *a);
+
+/* Moves the whole move units inside the live block p to host memory
+ * (to_host, at most host_room bytes) or back to the device (as far as the
+ * limit allows, free device memory given back first for room), keeping
+ * its address; the rest of the block stays where it is.  The backend
+ * synchronises the device first: the caller must be at a point where no
+ * graph capture runs.  *moves gets what moved.  VMEM_ERR_INVALID if p is
+ * not a live block of the arena. */
+vmem_status_t bfc_move_live(bfc_arena_t *a, const void *p, int to_host, size_t host_room,
+                            bfc_moves_t *moves);
+
 /* Sets every free chunk's stream key to 0 (any stream) and coalesces what
  * that allows. */
 void bfc_clear_streams(bfc_arena_t *a);

@@ -184,6 +184,8 @@ static int parse_placement(const char *s, vmem_placement_t *out)
         *out = VMEM_PLACEMENT_FARTHEST;
     else if (!strcasecmp(s, "largest"))
         *out = VMEM_PLACEMENT_LARGEST;
+    else if (!strcasecmp(s, "swap"))
+        *out = VMEM_PLACEMENT_SWAP;
     else
         return -1;
     return 0;
@@ -224,7 +226,7 @@ static const struct opt {
     {"VMEM_STATS_FILE", OPT_STR, offsetof(vmem_config_t, stats_file), "statistics JSON written at each step end; default none"},
     {"VMEM_CONTROL_IMMEDIATE", OPT_BOOL, offsetof(vmem_config_t, control_immediate), "apply control changes at once; default 0"},
     {"VMEM_LOG_LEVEL", OPT_LEVEL, offsetof(vmem_config_t, log_level), "debug|info|warn|error|none; default warn"},
-    {"VMEM_PLACEMENT", OPT_PLACEMENT, offsetof(vmem_config_t, placement), "planned|naive|farthest|largest; default planned"},
+    {"VMEM_PLACEMENT", OPT_PLACEMENT, offsetof(vmem_config_t, placement), "planned|naive|farthest|largest|swap; default planned"},
 };
 
 vmem_status_t vmem_config_from_env(vmem_config_t *cfg)

@@ -18,6 +18,7 @@ enum { ST_LEARN = 0, ST_MATCH, ST_PLAN, ST_RESYNC, ST_DIVERGED };
 
 typedef struct piece {
     uint64_t start, end; /* linear positions in the cycle cut at its emptiest point */
+    uint64_t key;        /* farthest rule: where its relief ends (end, or a swap's bring-back) */
     uint32_t item;
 } piece_t;
 
@@ -27,6 +28,7 @@ typedef struct heap {
     const piece_t *pc;
     int max;             /* 1: largest key on top */
     const uint64_t *size; /* non-NULL: key is the item's size, then the end */
+    int bykey;           /* 1: piece.key instead of piece.end */
 } heap_t;
 
 static int heap_above(const heap_t *h, uint32_t x, uint32_t y)
@@ -36,7 +38,8 @@ static int heap_above(const heap_t *h, uint32_t x, uint32_t y)
         if (sa != sb)
             return sa > sb;
     }
-    uint64_t a = h->pc[x].end, b = h->pc[y].end;
+    uint64_t a = h->bykey ? h->pc[x].key : h->pc[x].end;
+    uint64_t b = h->bykey ? h->pc[y].key : h->pc[y].end;
     return h->max ? a > b : a < b;
 }
 
@@ -162,15 +165,34 @@ static void diff_item(int64_t *d, const place_problem_t *p, size_t i, int64_t s,
     }
 }
 
-/* Load curve at each position (cut at t0), host items left out. */
+/* Adds [a, e) (step positions, a < e <= len, not crossing t0) to d. */
+static void diff_range(int64_t *d, const place_problem_t *p, uint64_t a, uint64_t e, int64_t s,
+                       uint32_t t0)
+{
+    uint64_t len = p->len, sa = (a + len - t0) % len;
+    if (e <= a)
+        return;
+    d[sa] += s;
+    d[sa + (e - a)] -= s;
+}
+
+/* Load curve at each position (cut at t0), host items left out, swapped
+ * items on the device outside their host window. */
 static int64_t *load_curve(const place_problem_t *p, const uint8_t *host, uint32_t t0)
 {
     int64_t *d = calloc((size_t)p->len + 1, sizeof *d);
     if (!d)
         return NULL;
-    for (size_t i = 0; i < p->n; i++)
-        if (!host || !host[i])
+    for (size_t i = 0; i < p->n; i++) {
+        if (!host || !host[i]) {
             diff_item(d, p, i, (int64_t)p->size[i], t0);
+        } else if (host[i] == 2) {
+            uint64_t r = place_swap_relief(p->size[i], p->unit);
+            diff_item(d, p, i, (int64_t)(p->size[i] - r), t0);
+            diff_range(d, p, p->at[i], p->out_at[i], (int64_t)r, t0);
+            diff_range(d, p, p->in_at[i], p->end[i], (int64_t)r, t0);
+        }
+    }
     int64_t run = (int64_t)p->base;
     for (uint32_t x = 0; x < p->len; x++) {
         run += d[x];
@@ -205,7 +227,7 @@ static void solve_put_back(const place_problem_t *p, uint8_t *host, uint32_t t0)
     if (!load || !idx || seg_init(&t, p->len, load) != 0)
         goto out;
     for (size_t i = 0; i < p->n; i++)
-        if (host[i])
+        if (host[i] == 1)
             idx[nh++] = (uint32_t)i;
     /* Largest first: insertion sort is enough for the few host items of a
      * plan; use qsort semantics by hand to stay allocation-free. */
@@ -288,50 +310,104 @@ uint64_t place_solve(const place_problem_t *p, uint8_t *host)
 
     /* Pieces in linear positions from t0; an item crossing the cut has two
      * (the previous step's copy at the start, its own at the end), which
-     * share one decision.  Items live all the time end past everything. */
+     * share one decision.  Items live all the time end past everything.
+     * A swappable item (PLACE_RULE_SWAP, one piece) is keyed by where its
+     * bring-back starts. */
+    int swap = p->rule == PLACE_RULE_SWAP && p->unit && p->out_at && p->in_at;
     size_t np = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t life = item_life(p, i), sa = ((uint64_t)p->at[i] + len - t0) % len;
         uint64_t ea = sa + life;
         if (life >= len) {
-            pc[np++] = (piece_t){0, 2 * len + 1, (uint32_t)i};
+            pc[np++] = (piece_t){0, 2 * len + 1, 2 * len + 1, (uint32_t)i};
         } else if (ea <= len) {
-            pc[np++] = (piece_t){sa, ea, (uint32_t)i};
+            uint64_t key = ea;
+            if (swap && p->end[i] < len && place_swap_relief(p->size[i], p->unit) &&
+                life > (uint64_t)p->head + p->tail + 1)
+                key = ea - p->tail;
+            pc[np++] = (piece_t){sa, ea, key, (uint32_t)i};
         } else {
-            pc[np++] = (piece_t){0, ea - len, (uint32_t)i};
-            pc[np++] = (piece_t){sa, 2 * len, (uint32_t)i};
+            pc[np++] = (piece_t){0, ea - len, ea - len, (uint32_t)i};
+            pc[np++] = (piece_t){sa, 2 * len, 2 * len, (uint32_t)i};
         }
     }
     qsort(pc, np, sizeof *pc, piece_by_start);
 
-    heap_t live = {hv, 0, pc, 0, NULL}, far = {hv + 2 * n, 0, pc, 1, p->largest ? p->size : NULL};
+    /* live: device pieces by end (retired there); far: candidates by the
+     * rule; back: swapped pieces by bring-back; wait: swappable candidates
+     * still in their head, set aside for this position. */
+    uint32_t *wait = malloc(n * sizeof *wait), *back_v = malloc(2 * n * sizeof *back_v);
+    uint8_t *back = calloc(n, 1);
+    if (!wait || !back_v || !back) {
+        free(wait);
+        free(back_v);
+        free(back);
+        free(pc);
+        free(hv);
+        free(h);
+        return UINT64_MAX;
+    }
+    heap_t live = {hv, 0, pc, 0, NULL, 0},
+           far = {hv + 2 * n, 0, pc, 1, p->rule == PLACE_RULE_LARGEST ? p->size : NULL, 1},
+           ret = {back_v, 0, pc, 0, NULL, 1};
     int64_t dev = (int64_t)p->base, cap = (int64_t)p->cap;
     for (size_t k = 0; k < np; k++) {
         uint64_t x = pc[k].start;
+        /* Swapped items come back (before retiring: an item back and freed
+         * at the same position leaves nothing). */
+        while (ret.n && pc[ret.v[0]].key <= x) {
+            uint32_t q = heap_pop(&ret);
+            back[pc[q].item] = 1;
+            dev += (int64_t)place_swap_relief(p->size[pc[q].item], p->unit);
+        }
         while (live.n && pc[live.v[0]].end <= x) {
             uint32_t q = heap_pop(&live);
-            if (!h[pc[q].item])
-                dev -= (int64_t)p->size[pc[q].item];
+            uint32_t it = pc[q].item;
+            if (!h[it])
+                dev -= (int64_t)p->size[it];
+            else if (h[it] == 2)
+                dev -= (int64_t)(p->size[it] - (back[it] ? 0 : place_swap_relief(p->size[it], p->unit)));
         }
         if (!h[pc[k].item]) {
             dev += (int64_t)p->size[pc[k].item];
             heap_push(&live, (uint32_t)k);
             heap_push(&far, (uint32_t)k);
         }
+        size_t nwait = 0;
         while (dev > cap && far.n) {
             uint32_t q = heap_pop(&far);
-            if (pc[q].end <= x || h[pc[q].item])
+            uint32_t it = pc[q].item;
+            if (pc[q].end <= x || h[it])
                 continue; /* retired, or its item already went */
-            h[pc[q].item] = 1;
-            dev -= (int64_t)p->size[pc[q].item];
+            if (pc[q].key < pc[q].end) { /* swappable */
+                if (pc[q].key <= x)
+                    continue; /* in its tail: nothing left to relieve */
+                if (x < pc[q].start + p->head) {
+                    wait[nwait++] = q; /* its producer may still run */
+                    continue;
+                }
+                h[it] = 2;
+                p->out_at[it] = (uint32_t)((x + t0) % len);
+                p->in_at[it] = (uint32_t)((pc[q].key + t0) % len);
+                dev -= (int64_t)place_swap_relief(p->size[it], p->unit);
+                heap_push(&ret, q);
+                continue;
+            }
+            h[it] = 1;
+            dev -= (int64_t)p->size[it];
         }
+        while (nwait)
+            heap_push(&far, wait[--nwait]);
     }
+    free(wait);
+    free(back_v);
+    free(back);
     free(pc);
     free(hv);
     solve_put_back(p, h, t0);
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++)
-        bytes += h[i] ? p->size[i] : 0;
+        bytes += h[i] == 1 ? p->size[i] : h[i] == 2 ? place_swap_relief(p->size[i], p->unit) : 0;
     memcpy(host, h, n);
     free(h);
     return bytes;
@@ -418,47 +494,74 @@ static double clock_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void place_init(place_t *pl, int plans, int largest)
+void place_init(place_t *pl, int plans, int rule)
 {
     memset(pl, 0, sizeof *pl);
     pl->plans = plans;
-    pl->largest = largest;
+    pl->rule = rule >= 0 && rule < PLACE_NRULES ? rule : PLACE_RULE_FARTHEST;
     pl->margin = 4 * MiB;
 }
 
-void place_set_auto(place_t *pl, int on)
+void place_set_auto(place_t *pl, unsigned rules)
 {
-    pl->auto_rule = on;
+    rules &= (1u << PLACE_NRULES) - 1;
+    if (!pl->swap_unit)
+        rules &= ~(1u << PLACE_RULE_SWAP);
+    pl->auto_rule = rules != 0;
+    pl->auto_rules = rules;
     pl->trial_step = 0;
     pl->trial_limit = 0;
     pl->decided = 0;
 }
 
+void place_set_swap(place_t *pl, uint64_t unit, uint32_t head, uint32_t tail)
+{
+    pl->swap_unit = unit;
+    pl->swap_head = head ? head : 1;
+    pl->swap_tail = tail;
+}
+
+/* The first rule of the trials at or after r, PLACE_NRULES if none. */
+static int trial_rule(const place_t *pl, int r)
+{
+    while (r < PLACE_NRULES && !(pl->auto_rules & (1u << r)))
+        r++;
+    return r;
+}
+
 /* One planned step's time under the rule in force; moves through the
- * trials (see place_t). */
+ * trials (see place_t): two steps per rule. */
 static void auto_note_step(place_t *pl, const place_env_t *env)
 {
     if (env->limit != pl->trial_limit) {
         pl->trial_limit = env->limit;
         pl->trial_step = 0;
         pl->decided = 0;
-        pl->largest = 0;
-        pl->trial_best[0] = pl->trial_best[1] = 0;
+        pl->rule = trial_rule(pl, 0);
+        for (int r = 0; r < PLACE_NRULES; r++)
+            pl->trial_best[r] = 0;
     }
-    if (pl->decided || pl->state != ST_PLAN || !pl->step_placed)
+    if (pl->decided || pl->state != ST_PLAN || !(pl->step_placed || pl->step_swapped))
         return;
     unsigned t = pl->trial_step++;
     if (t == 0)
         return; /* the step the cut arrived in, or the first plan: not representative */
-    double *best = &pl->trial_best[pl->largest];
+    double *best = &pl->trial_best[pl->rule];
     if (*best == 0 || env->step_seconds < *best)
         *best = env->step_seconds;
-    if (t == 2)
-        pl->largest = 1;
-    if (t == 4) {
-        pl->largest = pl->trial_best[1] < pl->trial_best[0];
-        pl->decided = 1;
+    if (t % 2)
+        return;
+    int next = trial_rule(pl, pl->rule + 1);
+    if (next < PLACE_NRULES) {
+        pl->rule = next;
+        return;
     }
+    int bestr = trial_rule(pl, 0);
+    for (int r = bestr + 1; r < PLACE_NRULES; r++)
+        if ((pl->auto_rules & (1u << r)) && pl->trial_best[r] < pl->trial_best[bestr])
+            bestr = r;
+    pl->rule = bestr;
+    pl->decided = 1;
 }
 
 void place_fini(place_t *pl)
@@ -468,6 +571,8 @@ void place_fini(place_t *pl)
     free(pl->plan);
     free(pl->wrap);
     free(pl->cand_v);
+    free(pl->moves);
+    free(pl->cur_of);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -479,6 +584,8 @@ static int item_matches(const place_item_t *it, uint64_t req, uintptr_t stream)
 /* ------------------------------------------------------------------------ */
 /* Planning a step                                                          */
 /* ------------------------------------------------------------------------ */
+
+static int plan_moves(place_t *pl, const place_problem_t *p, const uint8_t *host);
 
 /* Plans the current step as a repetition of the last one from item `off`. */
 static int plan_make(place_t *pl, size_t off, const place_env_t *env)
@@ -526,19 +633,95 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
     }
     uint64_t dev_start = pl->rec[pl->cur].dev_start;
     uint64_t margin = pl->margin + pl->extra;
+    int swap = pl->rule == PLACE_RULE_SWAP && pl->swap_unit;
+    uint32_t *out_at = swap ? malloc(n * sizeof *out_at) : NULL;
+    uint32_t *in_at = swap ? malloc(n * sizeof *in_at) : NULL;
     place_problem_t p = {.n = n, .size = size, .at = at, .end = end, .len = len,
                          .base = dev_start > carried ? dev_start - carried : 0,
                          .cap = env->limit > margin ? env->limit - margin : 0,
-                         .largest = pl->largest};
+                         .rule = pl->rule, .unit = pl->swap_unit, .head = pl->swap_head,
+                         .tail = pl->swap_tail, .out_at = out_at, .in_at = in_at};
+    if (swap && (!out_at || !in_at))
+        p.rule = PLACE_RULE_FARTHEST; /* no memory for swaps: whole blocks */
     uint64_t bytes = place_solve(&p, pl->plan);
+    int ok = bytes != UINT64_MAX && plan_moves(pl, &p, pl->plan) == 0;
     free(size);
     free(end);
     free(at);
-    if (bytes == UINT64_MAX)
+    free(out_at);
+    free(in_at);
+    if (ok && n > pl->cur_of_cap) {
+        uint32_t *nc = realloc(pl->cur_of, n * sizeof *nc);
+        ok = nc != NULL;
+        if (nc) {
+            pl->cur_of = nc;
+            pl->cur_of_cap = n;
+        }
+    }
+    if (!ok)
         return -1;
+    for (size_t k = 0; k < n; k++)
+        pl->cur_of[k] = PLACE_OPEN;
     pl->plan_n = n;
     pl->stats.plans++;
     pl->stats.last_plan_host_bytes = bytes;
+    return 0;
+}
+
+static int move_by_trigger(const void *x, const void *y)
+{
+    const place_move_t *a = x, *b = y;
+    if (a->trigger != b->trigger)
+        return a->trigger < b->trigger ? -1 : 1;
+    return (int)b->to_host - (int)a->to_host; /* out first: room for what comes back */
+}
+
+/* The first item at or after step position pos (p->at increasing), n if none. */
+static uint32_t item_at_or_after(const place_problem_t *p, uint32_t pos)
+{
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->at[mid] < pos)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (uint32_t)lo;
+}
+
+/* The moves of the swapped items (host[i] == 2), by trigger: out before
+ * the allocation at out_at, back before the first allocation at or after
+ * in_at (none: the block stays on host until freed). */
+static int plan_moves(place_t *pl, const place_problem_t *p, const uint8_t *host)
+{
+    pl->nmoves = 0;
+    pl->due_lo = pl->due_hi = 0;
+    pl->stats.last_plan_swap_bytes = 0;
+    if (p->rule != PLACE_RULE_SWAP)
+        return 0;
+    size_t want = 0;
+    for (size_t i = 0; i < p->n; i++)
+        want += host[i] == 2 ? 2 : 0;
+    if (want > pl->moves_cap) {
+        place_move_t *nm = realloc(pl->moves, want * sizeof *nm);
+        if (!nm)
+            return -1;
+        pl->moves = nm;
+        pl->moves_cap = want;
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        if (host[i] != 2)
+            continue;
+        pl->stats.last_plan_swap_bytes += place_swap_relief(p->size[i], p->unit);
+        uint32_t t = item_at_or_after(p, p->out_at[i]);
+        if (t < p->n)
+            pl->moves[pl->nmoves++] = (place_move_t){t, (uint32_t)i, 1};
+        t = item_at_or_after(p, p->in_at[i]);
+        if (t < p->n && p->at[t] < p->end[i])
+            pl->moves[pl->nmoves++] = (place_move_t){t, (uint32_t)i, 0};
+    }
+    qsort(pl->moves, pl->nmoves, sizeof *pl->moves, move_by_trigger);
     return 0;
 }
 
@@ -598,8 +781,57 @@ static int match_step(place_t *pl, size_t from, uint64_t req, uintptr_t stream, 
 static unsigned plan_at(place_t *pl, size_t i)
 {
     pl->pos = i + 1;
-    return i >= pl->offset && i - pl->offset < pl->plan_n && pl->plan[i - pl->offset] ? PLACE_HOST
-                                                                                      : PLACE_DEVICE;
+    pl->due_lo = pl->due_hi = 0;
+    if (i < pl->offset || i - pl->offset >= pl->plan_n)
+        return PLACE_DEVICE;
+    uint32_t k = (uint32_t)(i - pl->offset);
+    if (pl->nmoves) { /* the moves triggered by item k */
+        size_t lo = 0, hi = pl->nmoves;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (pl->moves[mid].trigger < k)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        pl->due_lo = pl->due_hi = lo;
+        while (pl->due_hi < pl->nmoves && pl->moves[pl->due_hi].trigger == k)
+            pl->due_hi++;
+    }
+    return pl->plan[k] == 1 ? PLACE_HOST : PLACE_DEVICE;
+}
+
+int place_next_move(place_t *pl, uintptr_t *addr, uint64_t *size, int *to_host)
+{
+    const place_record_t *r = &pl->rec[pl->cur];
+    while (pl->due_lo < pl->due_hi) {
+        const place_move_t *mv = &pl->moves[pl->due_lo++];
+        uint32_t c = mv->item < pl->plan_n ? pl->cur_of[mv->item] : PLACE_OPEN;
+        if (c == PLACE_OPEN || c >= r->n || r->items[c].end != PLACE_OPEN ||
+            r->items[c].arena != 0) {
+            pl->stats.swap_skipped++; /* not allocated by the plan, or freed already */
+            continue;
+        }
+        *addr = r->items[c].addr;
+        *size = r->items[c].size;
+        *to_host = mv->to_host;
+        return 1;
+    }
+    return 0;
+}
+
+void place_move_done(place_t *pl, int to_host, uint64_t bytes)
+{
+    if (!bytes) {
+        pl->stats.swap_skipped++;
+        return;
+    }
+    if (to_host) {
+        pl->stats.swap_out_bytes += bytes;
+        pl->step_swapped += bytes;
+    } else {
+        pl->stats.swap_in_bytes += bytes;
+    }
 }
 
 unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env)
@@ -697,6 +929,8 @@ void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream
         r->items = ni;
         r->cap = cap;
     }
+    if (decided != PLACE_NONE && pl->pos > pl->offset && pl->pos - 1 - pl->offset < pl->plan_n)
+        pl->cur_of[pl->pos - 1 - pl->offset] = (uint32_t)r->n;
     place_item_t *it = &r->items[r->n];
     *it = (place_item_t){.req = req, .size = size, .stream = stream, .addr = addr,
                          .at = r->nevents++, .end = PLACE_OPEN, .wrap = PLACE_OPEN,
@@ -775,6 +1009,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
     pl->step_fallback = 0;
     pl->step_placed = 0;
     pl->step_naive = 0;
+    pl->step_swapped = 0;
 
     /* The step just closed is the next plan's source. */
     pl->cur = !pl->cur;
@@ -801,6 +1036,8 @@ void place_step_end(place_t *pl, const place_env_t *env)
     pl->resyncs = 0;
     pl->restarts = 0;
     pl->plan_n = 0;
+    pl->nmoves = 0;
+    pl->due_lo = pl->due_hi = 0;
     pl->state = last->n && !last->overflow ? ST_MATCH : ST_LEARN;
 }
 

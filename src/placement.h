@@ -32,6 +32,14 @@
 
 #define PLACE_OPEN UINT32_MAX /* an item's free not seen (yet) */
 
+/* The solver's rules (place_t.rule, place_problem_t.rule). */
+#define PLACE_RULE_FARTHEST 0 /* the live block freed farthest ahead goes to host first */
+#define PLACE_RULE_LARGEST 1  /* the largest live block first (ties: farthest) */
+#define PLACE_RULE_SWAP 2     /* farthest first, large blocks swapped: on the device
+                                 around their allocation and their free, on host
+                                 in between (moved at synchronised points) */
+#define PLACE_NRULES 3
+
 /* One allocation of a recorded step.
  * Invariants: at < end (when end != PLACE_OPEN), both < the record's
  * nevents once the step is closed; wrap is PLACE_OPEN unless end is. */
@@ -85,19 +93,43 @@ typedef struct place_problem {
     const uint64_t *end;
     uint32_t len;
     uint64_t base, cap;
-    int largest;         /* 1: the largest live item goes first (then the farthest) */
+    int rule;            /* PLACE_RULE_* */
+    /* PLACE_RULE_SWAP: an item freed in the same step, not crossing the
+     * cycle's cut, with swap_unit(size) > 0 and a life longer than
+     * head + tail may be *swapped* (host[i] == 2): on the device from its
+     * allocation until out_at[i] (at least head positions after it), on
+     * host until in_at[i] (tail positions before its end, or its end), on
+     * the device again until its end.  Only whole units of `unit` bytes
+     * move (the rest of the block stays on the device): swap relieves
+     * swap_relief(size) bytes. */
+    uint64_t unit;
+    uint32_t head, tail;
+    uint32_t *out_at, *in_at; /* out: step positions of the moves (host[i] == 2) */
 } place_problem_t;
 
-/* Chooses host[i] (1: on host) so that at every position the device bytes
- * (base plus the sizes of items live there with host[i] == 0) are at most
- * cap where the items can make it so: when a position overflows, the live
- * device items whose free lies farthest ahead go to host first (they
- * relieve the most later positions too), or with `largest` the largest
- * ones (fewest blocks; ties: farthest free).  Returns the bytes placed on host,
- * or UINT64_MAX if out of memory (host untouched). */
+/* Bytes a swapped block of `size` takes off the device: its whole units
+ * inside it (one less than fit, the block may start anywhere in one);
+ * blocks of fewer than PLACE_SWAP_MIN_UNITS units are not swapped (a move
+ * synchronises the device: not worth it for a small block). */
+#define PLACE_SWAP_MIN_UNITS 4
+static inline uint64_t place_swap_relief(uint64_t size, uint64_t unit)
+{
+    return unit && size >= PLACE_SWAP_MIN_UNITS * unit ? (size / unit - 1) * unit : 0;
+}
+
+/* Chooses host[i] (1: on host, 2: swapped, see rule) so that at every
+ * position the device bytes (base plus the sizes of items live there with
+ * host[i] == 0, and of swapped items outside their host window, less what
+ * stays of them) are at most cap where the items can make it so: when a
+ * position overflows, the live device items whose free (swap: bring-back)
+ * lies farthest ahead go to host first (they relieve the most later
+ * positions too), or with PLACE_RULE_LARGEST the largest ones (fewest
+ * blocks; ties: farthest free).  Returns the bytes placed on host (whole or
+ * swapped), or UINT64_MAX if out of memory (host untouched). */
 uint64_t place_solve(const place_problem_t *p, uint8_t *host);
 
-/* Device bytes at the worst position for a given choice (for the tests). */
+/* Device bytes at the worst position for a given choice (for the tests;
+ * swapped items as described above, with p->out_at and p->in_at). */
 uint64_t place_peak(const place_problem_t *p, const uint8_t *host);
 
 /* Statistics of the planner (cumulative). */
@@ -108,6 +140,10 @@ typedef struct place_stats {
     uint64_t planned_host_allocs, planned_host_bytes; /* placed on host by a plan */
     uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */
     uint64_t last_plan_host_bytes; /* bytes the last plan puts on host per step */
+    uint64_t last_plan_swap_bytes; /* of which swapped (moved out and back) */
+    uint64_t swap_out_bytes, swap_in_bytes; /* moved by swap windows */
+    uint64_t swap_points;        /* allocations before which swaps ran */
+    uint64_t swap_skipped;       /* moves not done (capture, no room, block gone) */
     /* Lifetimes of the blocks placed on host memory (planned or not), over
      * those freed so far: sums weighted by their bytes. */
     uint64_t host_freed_bytes;
@@ -118,15 +154,24 @@ typedef struct place_stats {
 typedef struct place place_t;
 struct place {
     int plans;                /* 0: naive placement (records, for the statistics) */
-    int largest;              /* the solver's rule: 1 largest first, 0 farthest free first */
+    int rule;                 /* the solver's rule, PLACE_RULE_* */
     /* Choosing the rule by measured step time (place_set_auto): after a
      * limit change, the first planned step that puts bytes on host is a
-     * transition, the next two run farthest first, the two after largest
-     * first, and the rule of the faster (by their best step) stays. */
+     * transition, then each rule of auto_rules runs two steps (farthest,
+     * largest, swap), and the rule of the fastest (by its best step) stays. */
     int auto_rule;
+    unsigned auto_rules;      /* bit r: rule r takes part in the trials */
     unsigned trial_step;
     uint64_t trial_limit;
-    double trial_best[2];     /* best step seconds under farthest [0] and largest [1] */
+    double trial_best[PLACE_NRULES]; /* best step seconds under each rule */
+    /* Swap windows (PLACE_RULE_SWAP): the plan's moves, by trigger. */
+    uint64_t swap_unit;       /* bytes moved as one (0: no swaps) */
+    uint32_t swap_head, swap_tail; /* events after the allocation / before the free */
+    struct place_move *moves; /* sorted by trigger */
+    size_t nmoves, moves_cap;
+    size_t due_lo, due_hi;    /* moves due before the allocation being placed */
+    uint32_t *cur_of;         /* cur_of[k]: this step's record index of plan item k */
+    size_t cur_of_cap;
     int decided;              /* the trials are over */
     place_record_t rec[2];    /* rec[cur] is being recorded, rec[!cur] the last step */
     int cur;
@@ -150,6 +195,7 @@ struct place {
     uint64_t step_fallback;   /* this step: planned device, spilled anyway */
     uint64_t step_placed;     /* this step: placed on host by the plan */
     uint64_t step_naive;      /* this step: spilled without a plan */
+    uint64_t step_swapped;    /* this step: moved to host by swap windows */
     /* Called at each step end before the record closes (diagnostics). */
     void (*debug)(void *ctx, const struct place *pl);
     void *debug_ctx;
@@ -166,12 +212,32 @@ typedef struct place_env {
     void *ctx;
 } place_env_t;
 
-void place_init(place_t *pl, int plans, int largest);
+/* A move of a swap plan: before the allocation of plan item `trigger`,
+ * plan item `item`'s block goes to host (to_host) or back. */
+typedef struct place_move {
+    uint32_t trigger, item;
+    uint8_t to_host;
+} place_move_t;
 
-/* Lets measured step times choose the solver's rule (real devices: the cost
- * of a byte on host depends on how kernels read it, which the allocator
- * cannot see; fewest bytes is the rule on simulated ones). */
-void place_set_auto(place_t *pl, int on);
+void place_init(place_t *pl, int plans, int rule);
+
+/* Lets measured step times choose the solver's rule among `rules` (bit r:
+ * PLACE_RULE r; real devices: the cost of a byte on host depends on how
+ * kernels read it, which the allocator cannot see; fewest bytes is the rule
+ * on simulated ones).  rules 0: off. */
+void place_set_auto(place_t *pl, unsigned rules);
+
+/* Turns swap windows on (unit > 0: the bytes moved as one, the backend's
+ * big mapping) with their head and tail in events. */
+void place_set_swap(place_t *pl, uint64_t unit, uint32_t head, uint32_t tail);
+
+/* The next move due before the allocation just decided (place_decide),
+ * for a block of this step still live: 1 with *addr, *size and *to_host
+ * set, 0 when none is left. */
+int place_next_move(place_t *pl, uintptr_t *addr, uint64_t *size, int *to_host);
+
+/* A move place_next_move gave was done (bytes moved) or not (0: skipped). */
+void place_move_done(place_t *pl, int to_host, uint64_t bytes);
 void place_fini(place_t *pl);
 
 /* Where the next allocation (requested bytes, stream key) should go:

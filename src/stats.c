@@ -53,9 +53,15 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.step_host_max = v->last_step_host_max;
     s.host_fallback = v->host_fallback;
     s.perf = atomic_load(&v->perf);
-    s.placement = !v->place.plans ? VMEM_PLACEMENT_NAIVE
-                  : v->place.largest ? VMEM_PLACEMENT_LARGEST
-                                     : VMEM_PLACEMENT_FARTHEST;
+    s.placement = !v->place.plans                     ? VMEM_PLACEMENT_NAIVE
+                  : v->place.rule == PLACE_RULE_LARGEST ? VMEM_PLACEMENT_LARGEST
+                  : v->place.rule == PLACE_RULE_SWAP    ? VMEM_PLACEMENT_SWAP
+                                                        : VMEM_PLACEMENT_FARTHEST;
+    s.plan_swap_bytes = v->place.stats.last_plan_swap_bytes;
+    s.swap_out_bytes = v->place.stats.swap_out_bytes;
+    s.swap_in_bytes = v->place.stats.swap_in_bytes;
+    s.swap_points = v->place.stats.swap_points;
+    s.swap_skipped = v->place.stats.swap_skipped;
     s.placed_host_allocs = v->place.stats.planned_host_allocs;
     s.placed_host_bytes = v->place.stats.planned_host_bytes;
     s.fallback_allocs = v->place.stats.fallback_allocs;
@@ -187,6 +193,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"placement\":\"%s\",\"placedHostAllocs\":%llu,\"placedHostBytes\":%llu",
             s.placement == VMEM_PLACEMENT_NAIVE     ? "naive"
             : s.placement == VMEM_PLACEMENT_LARGEST ? "largest"
+            : s.placement == VMEM_PLACEMENT_SWAP    ? "swap"
                                                     : "farthest",
             (unsigned long long)s.placed_host_allocs, (unsigned long long)s.placed_host_bytes);
     jprintf(&j, ",\"fallbackAllocs\":%llu,\"fallbackBytes\":%llu,\"movedToHostBytes\":%llu",
@@ -199,6 +206,11 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)s.plan_host_bytes, (unsigned long long)s.host_freed_bytes,
             s.host_life_events);
     jprintf(&j, ",\"hostLifeSeconds\":%.6f", s.host_life_seconds);
+    jprintf(&j, ",\"planSwapBytes\":%llu,\"swapOutBytes\":%llu,\"swapInBytes\":%llu",
+            (unsigned long long)s.plan_swap_bytes, (unsigned long long)s.swap_out_bytes,
+            (unsigned long long)s.swap_in_bytes);
+    jprintf(&j, ",\"swapPoints\":%llu,\"swapSkipped\":%llu", (unsigned long long)s.swap_points,
+            (unsigned long long)s.swap_skipped);
     /* where the numbers come from: the process, the time (Unix seconds), and
      * whether the control file is being followed */
     jprintf(&j, ",\"pid\":%ld,\"time\":%.3f", (long)getpid(),

@@ -1,5 +1,6 @@
 /* The allocator: routing between the device arena and the host fallback,
  * the limit, the step hook, pointer information and the vtable. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,17 +73,61 @@ static void place_debug(void *ctx, const place_t *pl)
     if (v->log_level > VMEM_LOG_DEBUG)
         return;
     static const char *names[] = {"learn", "match", "plan", "resync", "diverged"};
+    static const char *rules[] = {"farthest", "largest", "swap"};
     vmem_log(v, VMEM_LOG_DEBUG,
              "placement: step %llu %s (offset %zu, %zu allocations, %u re-matches): plan %llu "
              "bytes on host; placed %llu, fallback %llu, unplanned spills %llu; margin %llu + %llu; "
-             "rule %s%s (best step %.4f s farthest, %.4f s largest)",
+             "rule %s%s (best step %.4f s farthest, %.4f s largest, %.4f s swap); swaps: %zu planned, "
+             "%llu out, %llu in, %llu skipped",
              (unsigned long long)v->steps, names[pl->state < 5 ? pl->state : 0], pl->offset,
              pl->rec[pl->cur].n, pl->resyncs, (unsigned long long)pl->stats.last_plan_host_bytes,
              (unsigned long long)pl->step_placed, (unsigned long long)pl->step_fallback,
              (unsigned long long)pl->step_naive, (unsigned long long)pl->margin,
-             (unsigned long long)pl->extra, pl->largest ? "largest" : "farthest",
+             (unsigned long long)pl->extra, rules[pl->rule < PLACE_NRULES ? pl->rule : 0],
              pl->auto_rule ? (pl->decided ? ", chosen" : ", on trial") : "", pl->trial_best[0],
-             pl->trial_best[1]);
+             pl->trial_best[1], pl->trial_best[2], pl->nmoves,
+             (unsigned long long)pl->stats.swap_out_bytes, (unsigned long long)pl->stats.swap_in_bytes,
+             (unsigned long long)pl->stats.swap_skipped);
+}
+
+/* VMEM_<name> as a count of events, dflt when unset; -1 if invalid. */
+static long env_events(const char *name, long dflt)
+{
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return dflt;
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(e, &end, 10);
+    if (*end || errno || n < 0 || n > 1000000) {
+        vmem_log(NULL, VMEM_LOG_ERROR, "invalid %s=\"%s\" (expected a count of events)", name, e);
+        return -1;
+    }
+    return n;
+}
+
+/* The planner's rule and trials (placement.c; swap windows: swap.c).
+ * planned: farthest free first to start with; on a real device the rule
+ * is then chosen by measured step time, swap among the rules where blocks
+ * can move in place (vmm).  Swap windows: a block leaves the device at
+ * least VMEM_SWAP_HEAD events after its allocation and comes back
+ * VMEM_SWAP_TAIL events before its free. */
+static void place_setup(vmem_t *v, vmem_placement_t placement, long head, long tail)
+{
+    static const int rule[] = {[VMEM_PLACEMENT_PLANNED] = PLACE_RULE_FARTHEST,
+                               [VMEM_PLACEMENT_NAIVE] = PLACE_RULE_FARTHEST,
+                               [VMEM_PLACEMENT_FARTHEST] = PLACE_RULE_FARTHEST,
+                               [VMEM_PLACEMENT_LARGEST] = PLACE_RULE_LARGEST,
+                               [VMEM_PLACEMENT_SWAP] = PLACE_RULE_SWAP};
+    size_t unit = bfc_move_unit(&v->dev);
+    int r = rule[placement];
+    if (r == PLACE_RULE_SWAP && !unit)
+        r = PLACE_RULE_FARTHEST; /* nothing moves in place on this backend */
+    place_init(&v->place, placement != VMEM_PLACEMENT_NAIVE, r);
+    place_set_swap(&v->place, unit, (uint32_t)head, (uint32_t)tail);
+    if (placement == VMEM_PLACEMENT_PLANNED && !(v->dev_backend->flags & BACKEND_F_SIMULATED))
+        place_set_auto(&v->place, (1u << PLACE_RULE_FARTHEST) | (1u << PLACE_RULE_LARGEST) |
+                                      (1u << PLACE_RULE_SWAP));
 }
 
 vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
@@ -108,10 +153,13 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     }
     if (cfg.backend < VMEM_BACKEND_AUTO || cfg.backend > VMEM_BACKEND_VMM || cfg.device < 0 ||
         cfg.log_level > VMEM_LOG_NONE || cfg.placement < VMEM_PLACEMENT_PLANNED ||
-        cfg.placement > VMEM_PLACEMENT_LARGEST) {
+        cfg.placement > VMEM_PLACEMENT_SWAP) {
         vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: invalid configuration field");
         return VMEM_ERR_INVALID;
     }
+    long swap_head = env_events("VMEM_SWAP_HEAD", 4), swap_tail = env_events("VMEM_SWAP_TAIL", 8);
+    if (swap_head < 0 || swap_tail < 0)
+        return VMEM_ERR_ENV;
     if (!(cfg.sim_fail_rate >= 0 && cfg.sim_fail_rate <= 1)) { /* NaN too */
         vmem_log(NULL, VMEM_LOG_ERROR, "vmem_create: sim_fail_rate %g is not a probability (0 to 1)",
                  cfg.sim_fail_rate);
@@ -202,12 +250,7 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     v->host_fallback = cfg.host_fallback != 0;
     v->swap_reason = "none";
     v->step_start = vmem_now();
-    /* planned: farthest free first to start with; on a real device the rule
-     * is then chosen by measured step time */
-    place_init(&v->place, cfg.placement != VMEM_PLACEMENT_NAIVE,
-               cfg.placement == VMEM_PLACEMENT_LARGEST);
-    place_set_auto(&v->place, cfg.placement == VMEM_PLACEMENT_PLANNED &&
-                                  !(v->dev_backend->flags & BACKEND_F_SIMULATED));
+    place_setup(v, cfg.placement, swap_head, swap_tail);
     v->place.debug = place_debug;
     v->place.debug_ctx = v;
     atomic_store(&v->perf, 100);
@@ -487,6 +530,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *
 {
     place_env_t env = place_env(v);
     unsigned where = place_decide(&v->place, size, key, &env);
+    swap_run_due(v); /* swap windows: blocks out before this allocation, or back */
     int arena = 0;
     void *p = NULL;
     const char *why = NULL;

@@ -152,6 +152,10 @@ uintptr_t vmem_stream_free_key(vmem_t *v, void *stream);
 int vmem_streams_settle(vmem_t *v);
 size_t vmem_host_room(const vmem_t *v);
 
+/* swap.c: the moves the planner's swap windows want before the allocation
+ * just decided (place_decide).  Called with v->lock. */
+void swap_run_due(vmem_t *v);
+
 /* tags.c: the hooks of the allocator (lock held unless said otherwise).
  * tags_current: the calling thread's tag (no lock).  tags_alloc: allocates
  * in tag (not 0), takes the lock.  tags_free: VMEM_ERR_FOREIGN_PTR if no tag

@@ -159,6 +159,10 @@ def worker(a):
                        "fallback": s1["fallbackBytes"] - s0["fallbackBytes"],
                        "moved_to_host": s1["movedToHostBytes"] - s0["movedToHostBytes"],
                        "moved_to_device": s1["movedToDeviceBytes"] - s0["movedToDeviceBytes"],
+                       "swap_out": s1.get("swapOutBytes", 0) - s0.get("swapOutBytes", 0),
+                       "swap_in": s1.get("swapInBytes", 0) - s0.get("swapInBytes", 0),
+                       "swap_points": s1.get("swapPoints", 0) - s0.get("swapPoints", 0),
+                       "swap_skipped": s1.get("swapSkipped", 0) - s0.get("swapSkipped", 0),
                        "host_in_use": s1["hostInUse"], "dev_max": s1["deviceMemUsedMax"],
                        "limit": s1["limit"], "rule": s1.get("placement"),
                        # lifetimes of the blocks on host freed in this step
@@ -169,10 +173,11 @@ def worker(a):
                        - s0["hostFreedBytes"] * s0["hostLifeSeconds"]}
                 res["steps"].append(rec)
                 log("%s %s %-8s %2d %8.1f ms loss %.5f host %.2f GB (plan %.2f fb %.2f mv %.2f) "
-                    "host in use %.2f GB" % (a.job, a.mode, name, k, rec["ms"], rec["loss"],
-                                             rec["host_placed"] / 1e9, rec["planned"] / 1e9,
-                                             rec["fallback"] / 1e9, rec["moved_to_host"] / 1e9,
-                                             rec["host_in_use"] / 1e9))
+                    "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped" % (
+                        a.job, a.mode, name, k, rec["ms"], rec["loss"], rec["host_placed"] / 1e9,
+                        rec["planned"] / 1e9, rec["fallback"] / 1e9, rec["moved_to_host"] / 1e9,
+                        rec["host_in_use"] / 1e9, rec["rule"], rec["swap_out"] / 1e9,
+                        rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"]))
                 i += 1
         if a.bandwidth:
             res["bandwidth"] = bandwidths(L, torch)
@@ -199,21 +204,23 @@ def summarise(results):
         ref = next((u for u in results if u["job"] == r["job"] and u["mode"] == "uncut"), None)
         for cut, raised in (("cut75", "raised75"), ("cut50", "raised50")):
             ph = [s for s in st if s["phase"] == cut]
-            # planned: the first steps after a cut try both rules (placement.c);
-            # steps from the 6th on run on the chosen one
-            later = [s["ms"] for s in ph if s["k"] >= 5] or [s["ms"] for s in ph]
-            ms = statistics.median(later)
+            # planned: the first steps after a cut try the rules (placement.c:
+            # a transition, then two steps per rule); the last three run on
+            # the chosen one
+            tail = ph[-3:]
+            ms = statistics.median(s["ms"] for s in tail)
             lim = r["limits"][cut]
             excess = max(r["peak_in_use"] - lim, 0)
             row = {"job": r["job"], "mode": r["mode"], "cut": cut, "full_ms": full, "cut_ms": ms,
                    "slowdown": ms / full, "peak_in_use": r["peak_in_use"], "limit": lim,
                    "host_bytes_per_step": statistics.median(s["host_placed"] + s["moved_to_host"]
-                                                            for s in ph if s["k"] >= 5) if len(ph) > 5 else None,
+                                                            for s in tail) if tail else None,
+                   "swap_out_per_step": statistics.median(s.get("swap_out", 0) for s in tail) if tail else 0,
                    "rule": ph[-1].get("rule"),
-                   "host_life_events": (sum(s["life_events_sum"] for s in ph if s["k"] >= 5) /
-                                        max(1, sum(s["host_freed"] for s in ph if s["k"] >= 5))),
-                   "host_life_ms": 1e3 * (sum(s["life_seconds_sum"] for s in ph if s["k"] >= 5) /
-                                          max(1, sum(s["host_freed"] for s in ph if s["k"] >= 5))),
+                   "host_life_events": (sum(s["life_events_sum"] for s in tail) /
+                                        max(1, sum(s["host_freed"] for s in tail))),
+                   "host_life_ms": 1e3 * (sum(s["life_seconds_sum"] for s in tail) /
+                                          max(1, sum(s["host_freed"] for s in tail))),
                    "first_cut_steps_ms": [round(s["ms"], 1) for s in ph[:3]]}
             if bw:
                 kbw = bw["kernel_read_gbs"] * 1e9
@@ -240,12 +247,12 @@ def main():
     p.add_argument("--worker", action="store_true")
     p.add_argument("--jobs", default=os.environ.get("CUT_JOBS", "gpt2,resnet50,bert"))
     p.add_argument("--modes", default=os.environ.get("CUT_MODES", "naive,planned"),
-                   help="VMEM_PLACEMENT values: naive, planned, farthest, largest")
+                   help="VMEM_PLACEMENT values: naive, planned, farthest, largest, swap")
     p.add_argument("--job")
     p.add_argument("--mode")
     p.add_argument("--batch", type=int, default=0)
     p.add_argument("--full", type=int, default=5)
-    p.add_argument("--cut", type=int, default=8)
+    p.add_argument("--cut", type=int, default=int(os.environ.get("CUT_STEPS", "10")))
     p.add_argument("--raised", type=int, default=3)
     p.add_argument("--bandwidth", action="store_true")
     p.add_argument("--result")
@@ -288,11 +295,12 @@ def main():
             r.get("zero_copy_floor_ms", float("nan")), r.get("vs_zero_copy_floor", float("nan")),
             r.get("overlap_floor_ms", float("nan")), r.get("raised_vs_full", float("nan")),
             r.get("losses_bitwise_equal")))
-    log("\nhost bytes per step and the lifetime of the blocks on host (bytes-weighted, steps 6-8):")
+    log("\nhost bytes per step (of them swapped out and back) and the lifetime of the blocks on host "
+        "(bytes-weighted, last three steps of each cut):")
     for r in rows:
-        log("%-9s %-8s %-6s %6.2f GB  %8.0f events  %8.1f ms" % (
+        log("%-9s %-8s %-6s %6.2f GB (swap %5.2f)  %8.0f events  %8.1f ms" % (
             r["job"], r["mode"], r["cut"], (r["host_bytes_per_step"] or 0) / 1e9,
-            r["host_life_events"], r["host_life_ms"]))
+            (r.get("swap_out_per_step") or 0) / 1e9, r["host_life_events"], r["host_life_ms"]))
     return 0
 
 

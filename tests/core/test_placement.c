@@ -189,6 +189,8 @@ typedef struct job {
     vmem_t *v;
     void *weights;
     size_t layers, act, tmp;
+    int read_on_device; /* 1: an activation allocated on the device must lie
+                           there again when read (swap windows) */
 } job_t;
 
 static uint64_t host_so_far(vmem_t *v)
@@ -202,18 +204,27 @@ static uint64_t job_step(job_t *j, size_t act)
 {
     uint64_t before = host_so_far(j->v);
     void *saved[64];
+    int on_device[64];
     for (size_t l = 0; l < j->layers; l++) {
         void *t = vmem_alloc(j->v, j->tmp);
         cr_assert_not_null(t);
         memset(t, (int)l, 4096);
         saved[l] = vmem_alloc(j->v, act);
         cr_assert_not_null(saved[l]);
+        vmem_ptr_info_t pi;
+        cr_assert_eq(vmem_ptr_info(j->v, saved[l], &pi), VMEM_OK);
+        on_device[l] = pi.location == VMEM_LOC_DEVICE;
         pattern_fill(saved[l], act, 1000 + l);
         cr_assert_eq(vmem_free(j->v, t), VMEM_OK);
     }
     for (size_t l = j->layers; l-- > 0;) {
         void *t = vmem_alloc(j->v, 4 * j->tmp), *u = vmem_alloc(j->v, 4 * j->tmp);
         cr_assert(t && u);
+        if (j->read_on_device && on_device[l]) {
+            vmem_ptr_info_t pi;
+            cr_assert_eq(vmem_ptr_info(j->v, saved[l], &pi), VMEM_OK);
+            cr_assert_eq(pi.location, VMEM_LOC_DEVICE, "layer %zu's activation is back", l);
+        }
         cr_assert(pattern_ok(saved[l], act, 1000 + l), "layer %zu's activation intact", l);
         cr_assert_eq(vmem_free(j->v, saved[l]), VMEM_OK);
         cr_assert_eq(vmem_free(j->v, t), VMEM_OK);
@@ -318,32 +329,85 @@ Test(placement, environment_and_config)
 /* On a real device the rule is chosen by measured step time: a job whose
  * steps are slower under one rule ends on the other.  (Kernel time is
  * simulated by sleeping longer under the rule made slow.) */
-static void check_auto(int slow_largest)
+static void check_auto(int fast_rule)
 {
-    job_t j = {.layers = 12, .act = 24 * MiB, .tmp = 8 * MiB};
-    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 200 * MiB);
+    job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
+    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
     cr_assert_eq(j.v->place.auto_rule, 0, "simulated device: fewest bytes, no trials");
     pthread_mutex_lock(&j.v->lock);
-    place_set_auto(&j.v->place, 1);
+    place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
     pthread_mutex_unlock(&j.v->lock);
-    for (int s = 0; s < 10; s++) {
-        int slow = j.v->place.largest == slow_largest;
-        struct timespec ts = {0, (slow ? 250 : 1) * 1000000L};
+    unsigned seen = 0;
+    for (int s = 0; s < 12; s++) {
+        seen |= 1u << j.v->place.rule;
+        int slow = j.v->place.rule != fast_rule;
+        struct timespec ts = {0, (slow ? 400 : 1) * 1000000L};
         nanosleep(&ts, NULL);
         job_step(&j, j.act);
     }
     cr_assert(j.v->place.decided, "the trials ended");
-    cr_assert_eq(j.v->place.largest, !slow_largest, "the faster rule stays");
+    cr_assert_eq(seen, (1u << PLACE_NRULES) - 1, "every rule was tried");
+    cr_assert_eq(j.v->place.rule, fast_rule, "the faster rule stays");
     /* A new limit starts the trials again. */
-    cr_assert_eq(vmem_set_limit(j.v, 180 * MiB, NULL), VMEM_OK);
+    cr_assert_eq(vmem_set_limit(j.v, 120 * MiB, NULL), VMEM_OK);
     job_step(&j, j.act);
     cr_assert(!j.v->place.decided);
     vmem_free(j.v, j.weights);
     vmem_destroy(j.v);
 }
 
-Test(placement, rule_chosen_by_step_time_largest_faster) { check_auto(0); }
-Test(placement, rule_chosen_by_step_time_farthest_faster) { check_auto(1); }
+Test(placement, rule_chosen_by_step_time_farthest_faster) { check_auto(PLACE_RULE_FARTHEST); }
+Test(placement, rule_chosen_by_step_time_largest_faster) { check_auto(PLACE_RULE_LARGEST); }
+Test(placement, rule_chosen_by_step_time_swap_faster) { check_auto(PLACE_RULE_SWAP); }
+
+/* Swap windows (swap.c): large activations stay on the device around
+ * their allocation and free and live on host in between; their data stays
+ * intact, each is back on the device when the backward reads it, the plan
+ * needs no fallback, and nothing stays on host after a raise. */
+Test(placement, swap_windows_move_blocks_out_and_back_in_time)
+{
+    job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
+    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_SWAP, 128 * MiB);
+    vmem_stats_t st = {.size = sizeof st}, st0 = {.size = sizeof st0};
+    for (int s = 0; s < 6; s++) {
+        j.read_on_device = s >= 2;
+        if (s == 3)
+            cr_assert_eq(vmem_get_stats(j.v, &st0), VMEM_OK);
+        job_step(&j, j.act);
+    }
+    cr_assert_eq(vmem_get_stats(j.v, &st), VMEM_OK);
+    cr_assert_eq(st.placement, VMEM_PLACEMENT_SWAP);
+    cr_assert_gt(st.plan_swap_bytes, 0);
+    cr_assert_gt(st.swap_out_bytes - st0.swap_out_bytes, 3 * j.act, "steps 3-5 swapped blocks out");
+    cr_assert_eq(st.swap_in_bytes - st0.swap_in_bytes, st.swap_out_bytes - st0.swap_out_bytes,
+                 "every block that went out came back");
+    cr_assert_eq(st.fallback_bytes - st0.fallback_bytes, 0, "the plan kept the device under the limit");
+    cr_assert_eq(vmem_set_limit_ex(j.v, 2 * GiB, VMEM_LIMIT_FORCE, NULL), VMEM_OK);
+    j.read_on_device = 1;
+    job_step(&j, j.act);
+    cr_assert_eq(job_step(&j, j.act), 0);
+    cr_assert_eq(vmem_get_stats(j.v, &st), VMEM_OK);
+    cr_assert_eq(st.host_in_use, 0);
+    vmem_free(j.v, j.weights);
+    vmem_destroy(j.v);
+}
+
+/* Where nothing moves in place (the sim backend: a separate host arena),
+ * swap is planned as farthest free first. */
+Test(placement, swap_without_moves_in_place_is_farthest)
+{
+    job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
+    job_open(&j, VMEM_BACKEND_SIM, VMEM_PLACEMENT_SWAP, 128 * MiB);
+    for (int s = 0; s < 3; s++)
+        job_step(&j, j.act);
+    vmem_stats_t st = {.size = sizeof st};
+    cr_assert_eq(vmem_get_stats(j.v, &st), VMEM_OK);
+    cr_assert_eq(st.placement, VMEM_PLACEMENT_FARTHEST);
+    cr_assert_eq(st.swap_out_bytes, 0);
+    cr_assert_gt(st.placed_host_bytes, 0);
+    vmem_free(j.v, j.weights);
+    vmem_destroy(j.v);
+}
 
 /* A process that never ends a step: the record stops at its bound and
  * gives its memory back, and the next step end starts afresh. */
