@@ -242,20 +242,30 @@ static void run_unslot(vmm_backend_t *m, size_t first, size_t n)
         block_unslot(m, b);
 }
 
+/* Room for one more element in an array of *cap (n used): doubled (first
+ * when empty); the array (maybe moved), or NULL if there is no memory (the
+ * old array stays). */
+static void *room_for_one(void *a, size_t n, size_t *cap, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return a;
+    size_t c = *cap ? 2 * *cap : first;
+    void *q = realloc(a, c * elem);
+    if (q)
+        *cap = c;
+    return q;
+}
+
 /* Keeps e for later moves to host, within keep_max; 0 if it did not fit
  * (the caller still owns it). */
 static int keep_push(vmm_backend_t *m, vmm_keep_t e)
 {
     if (((m->nkeep + 1) * m->bign + m->nsmall) * m->granule > m->keep_max)
         return 0;
-    if (m->nkeep == m->keep_cap) {
-        size_t cap = m->keep_cap ? 2 * m->keep_cap : 64;
-        void *q = realloc(m->hkeep, cap * sizeof *m->hkeep);
-        if (!q)
-            return 0;
-        m->hkeep = q;
-        m->keep_cap = cap;
-    }
+    vmm_keep_t *q = room_for_one(m->hkeep, m->nkeep, &m->keep_cap, sizeof *q, 64);
+    if (!q)
+        return 0;
+    m->hkeep = q;
     m->hkeep[m->nkeep++] = e;
     return 1;
 }
@@ -953,14 +963,11 @@ static void keep_host_small(vmm_backend_t *m, CUdeviceptr at)
 {
     if ((m->nkeep * m->bign + m->nsmall + 1) * m->granule > m->keep_max)
         return;
-    if (m->nsmall == m->small_cap) {
-        size_t cap = m->small_cap ? 2 * m->small_cap : 256;
-        void *q = realloc(m->hsmall, cap * sizeof *m->hsmall);
-        if (!q)
-            return;
-        m->hsmall = q;
-        m->small_cap = cap;
-    }
+    CUmemGenericAllocationHandle *q =
+        room_for_one(m->hsmall, m->nsmall, &m->small_cap, sizeof *q, 256);
+    if (!q)
+        return;
+    m->hsmall = q;
     CUmemGenericAllocationHandle h;
     if (m->cu->MemRetainAllocationHandle(&h, (void *)(uintptr_t)at) == CUDA_SUCCESS)
         m->hsmall[m->nsmall++] = h;
