@@ -39,7 +39,8 @@
 #define VMM_GRANULE_MIN ((size_t)2 << 20)
 #define VMM_RANGE_FACTOR 4                 /* reserved range: 4x the device memory ... */
 #define VMM_RANGE_HOST ((size_t)256 << 30) /* ... plus room for host memory in place */
-#define VMM_BIG ((size_t)64 << 20)         /* a big handle; also bytes per step of a move */
+#define VMM_BIG ((size_t)64 << 20)         /* a big handle (default; VMEM_VMM_BIG_MIB); also
+                                              bytes per step of a move */
 #define VMM_STAGES 4                       /* steps of a move in flight */
 #define VMM_SPLIT_THREADS 4                /* threads mapping the granule handles of a split */
 #define VMM_SPLIT_MIN 8                    /* kept granules below which a split maps alone */
@@ -65,6 +66,14 @@ enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3, VMM_FREEING =
  * range and the scratch range are unmapped outside a call (the scratch
  * range: outside a release batch).
  */
+/* Host memory kept for moves to host (one big handle): slot 0, the handle
+ * h, held and mapped nowhere; else mapped at mirror slot `slot - 1`, which
+ * owns it (h unused). */
+typedef struct vmm_keep {
+    CUmemGenericAllocationHandle h;
+    uint32_t slot;
+} vmm_keep_t;
+
 typedef struct vmm_backend {
     backend_t base;
     const cu_driver_t *cu;
@@ -83,6 +92,18 @@ typedef struct vmm_backend {
     CUmemAccessDesc access;
     int unmap_runs;               /* 1: cuMemUnmap takes a run of several mappings */
     CUdeviceptr stage;            /* VMM_STAGES * batch: new memory of moves */
+    /* The mirror (VMEM_VMM_MOVE_MIRROR): a second range of nslots slots of
+     * one big handle each, where host big handles stay mapped with access
+     * granted across pauses, so a move to host copies straight from the
+     * device memory at its address into a slot and never maps the old
+     * device memory elsewhere.  slot_used[s]: 1 when slot s maps a handle
+     * (its memory then lives until the slot is unmapped, whatever else maps
+     * it); bslot[i / bign]: 1 + the slot whose handle is also mapped at the
+     * big host mapping at granule i, 0 if none. */
+    CUdeviceptr mirror;
+    size_t nslots;
+    uint8_t *slot_used;
+    uint32_t *bslot;
     CUdeviceptr scratch;          /* bign granules: live data of a split */
     int scratch_mapped;
     int batch_depth, batch_synced;
@@ -107,12 +128,17 @@ typedef struct vmm_backend {
      * old device memory, cuMemSetAccess at staging and at src (the rest is
      * cuMemMap), so the phases line says which driver call costs. */
     double t_sw_retain, t_sw_stage_access, t_sw_host_access;
-    unsigned long long swap_steps, staged_steps;
+    unsigned long long swap_steps, staged_steps, mirror_steps;
+    /* Moves to host through the mirror (mirror_prepare / mirror_finish):
+     * taking a slot (mapping a kept handle there, or creating one, with its
+     * access: t_mi_adopt_access), unmapping the device memory at src,
+     * mapping the slot's handle at src and its access there. */
+    double t_mi_prep, t_mi_adopt_access, t_mi_unmap, t_mi_map, t_mi_access;
     /* Host memory kept for moves to host, one big handle each (bign
      * granules): from host_reserve, and the host memory of moves back to
      * the device (up to keep_max bytes, VMEM_VMM_HOST_KEEP).  A keep pause
      * maps these instead of creating (pinning) host memory. */
-    CUmemGenericAllocationHandle *hkeep;
+    vmm_keep_t *hkeep;
     size_t nkeep, keep_cap, keep_max;
     /* The same for granule handles (moves of ranges that are not whole big
      * mappings: placement's swap windows); keep_max covers both. */
@@ -154,6 +180,115 @@ static size_t granule_index(const vmm_backend_t *m, CUdeviceptr p)
     return (size_t)(p - m->va) / m->granule;
 }
 
+static size_t big_bytes(const vmm_backend_t *m) { return m->bign * m->granule; }
+
+/* ------------------------------------------------------------------------ */
+/* The mirror and the kept host memory                                      */
+/* ------------------------------------------------------------------------ */
+
+static CUdeviceptr slot_addr(const vmm_backend_t *m, uint32_t s)
+{
+    return m->mirror + (CUdeviceptr)s * big_bytes(m);
+}
+
+/* Unmaps slot s: its memory goes unless something else still maps it. */
+static void slot_put(vmm_backend_t *m, uint32_t s)
+{
+    m->cu->MemUnmap(slot_addr(m, s), big_bytes(m));
+    m->slot_used[s] = 0;
+}
+
+/* Maps h (the caller keeps its reference) at a free slot with the device's
+ * access; *slot gets 1 + the slot.  CUDA_ERROR_NOT_FOUND: no slot free. */
+static CUresult slot_adopt(vmm_backend_t *m, CUmemGenericAllocationHandle h, uint32_t *slot)
+{
+    size_t s = 0;
+    while (s < m->nslots && m->slot_used[s])
+        s++;
+    if (s == m->nslots)
+        return CUDA_ERROR_NOT_FOUND;
+    CUdeviceptr at = slot_addr(m, (uint32_t)s);
+    CUresult r = m->cu->MemMap(at, big_bytes(m), 0, h, 0);
+    if (r == CUDA_SUCCESS) {
+        double t0 = seconds();
+        r = m->cu->MemSetAccess(at, big_bytes(m), &m->access, 1);
+        m->t_mi_adopt_access += seconds() - t0;
+        if (r != CUDA_SUCCESS)
+            m->cu->MemUnmap(at, big_bytes(m));
+    }
+    if (r == CUDA_SUCCESS) {
+        m->slot_used[s] = 1;
+        *slot = (uint32_t)s + 1;
+    }
+    return r;
+}
+
+/* The big host mapping at granule b (b % bign == 0) is gone from b: the
+ * slot that also maps its handle goes too (else its memory would live on). */
+static void block_unslot(vmm_backend_t *m, size_t b)
+{
+    if (!m->bslot || !m->bslot[b / m->bign])
+        return;
+    slot_put(m, m->bslot[b / m->bign] - 1);
+    m->bslot[b / m->bign] = 0;
+}
+
+/* block_unslot for every big mapping that starts in [first, first + n). */
+static void run_unslot(vmm_backend_t *m, size_t first, size_t n)
+{
+    if (!m->bslot)
+        return;
+    for (size_t b = (first + m->bign - 1) / m->bign * m->bign; b < first + n; b += m->bign)
+        block_unslot(m, b);
+}
+
+/* Room for one more element in an array of *cap (n used): doubled (first
+ * when empty); the array (maybe moved), or NULL if there is no memory (the
+ * old array stays). */
+static void *room_for_one(void *a, size_t n, size_t *cap, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return a;
+    size_t c = *cap ? 2 * *cap : first;
+    void *q = realloc(a, c * elem);
+    if (q)
+        *cap = c;
+    return q;
+}
+
+/* Keeps e for later moves to host, within keep_max; 0 if it did not fit
+ * (the caller still owns it). */
+static int keep_push(vmm_backend_t *m, vmm_keep_t e)
+{
+    if (((m->nkeep + 1) * m->bign + m->nsmall) * m->granule > m->keep_max)
+        return 0;
+    vmm_keep_t *q = room_for_one(m->hkeep, m->nkeep, &m->keep_cap, sizeof *q, 64);
+    if (!q)
+        return 0;
+    m->hkeep = q;
+    m->hkeep[m->nkeep++] = e;
+    return 1;
+}
+
+static void keep_free(vmm_backend_t *m, vmm_keep_t e)
+{
+    if (e.slot)
+        slot_put(m, e.slot - 1);
+    else
+        m->cu->MemRelease(e.h);
+}
+
+/* A reference to e's handle for the caller to map and release (a mirrored
+ * one is retained from its slot, which keeps mapping it). */
+static CUresult keep_handle(vmm_backend_t *m, vmm_keep_t e, CUmemGenericAllocationHandle *h)
+{
+    if (!e.slot) {
+        *h = e.h;
+        return CUDA_SUCCESS;
+    }
+    return m->cu->MemRetainAllocationHandle(h, (void *)(uintptr_t)slot_addr(m, e.slot - 1));
+}
+
 /* Unmaps the mappings at p, n granules: each granule its own mapping, or
  * (big 1) one mapping of all n. */
 static CUresult maps_unmap(vmm_backend_t *m, CUdeviceptr p, size_t n, int big)
@@ -176,6 +311,7 @@ static CUresult maps_unmap(vmm_backend_t *m, CUdeviceptr p, size_t n, int big)
 static CUresult run_unmap(vmm_backend_t *m, size_t first, size_t n)
 {
     CUresult r = CUDA_SUCCESS;
+    run_unslot(m, first, n);
     if (m->unmap_runs && n > 1 && m->cu->MemUnmap(granule_addr(m, first), n * m->granule) ==
                                       CUDA_SUCCESS) {
         memset(m->big + first, 0, n);
@@ -494,6 +630,7 @@ static int big_split(vmm_backend_t *m, size_t b, size_t lo, size_t hi)
     if (nkeep == 0) { /* nothing left alive: the whole mapping goes */
         if (m->cu->MemUnmap(at, bytes) != CUDA_SUCCESS)
             goto zombie;
+        block_unslot(m, b);
         for (size_t k = 0; k < m->bign; k++)
             if (m->state[b + k] == VMM_ZOMBIE)
                 m->zombie -= m->granule;
@@ -508,6 +645,7 @@ static int big_split(vmm_backend_t *m, size_t b, size_t lo, size_t hi)
     m->t_scopy += t1 - t0;
     if (m->cu->MemUnmap(at, bytes) != CUDA_SUCCESS)
         goto zombie;
+    block_unslot(m, b); /* the data is in the scratch range */
     double t2 = seconds();
     m->t_sunmap += t2 - t1;
     /* From here the range [at, at + bytes) is unmapped; the data is in the
@@ -708,8 +846,18 @@ typedef struct move_step {
     CUmemGenericAllocationHandle *h;
     CUevent done;
     int swap; /* 1: a swap step (swap_prepare): old device memory at dst, host memory at src */
+    int mirror; /* 1: a mirror step (mirror_prepare): dst is a mirror slot */
     CUmemGenericAllocationHandle old; /* swap: the old device memory, held */
+    uint32_t slot; /* 1 + the mirror slot mapping the step's host memory; 0: none */
 } move_step_t;
+
+/* A step's slot goes back to the kept memory (or is freed). */
+static void step_slot_back(vmm_backend_t *m, move_step_t *s)
+{
+    if (s->slot && !keep_push(m, (vmm_keep_t){0, s->slot}))
+        slot_put(m, s->slot - 1);
+    s->slot = 0;
+}
 
 /* Creates the new memory of a step and maps it at the staging slot. */
 static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
@@ -724,12 +872,20 @@ static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
          * not created, so nothing is pinned here. */
         r = CUDA_ERROR_NOT_FOUND;
         while (kind == VMM_HOST && m->nkeep && r != CUDA_SUCCESS) {
-            s->h[0] = m->hkeep[--m->nkeep];
+            vmm_keep_t e = m->hkeep[--m->nkeep];
+            if (keep_handle(m, e, &s->h[0]) != CUDA_SUCCESS) {
+                keep_free(m, e);
+                continue;
+            }
             r = m->cu->MemMap(s->dst, s->n * m->granule, 0, s->h[0], 0);
-            if (r != CUDA_SUCCESS)
+            if (r != CUDA_SUCCESS) {
                 m->cu->MemRelease(s->h[0]);
-            else
+                if (e.slot)
+                    slot_put(m, e.slot - 1);
+            } else {
                 m->keep_hits++;
+                s->slot = e.slot;
+            }
         }
         if (r != CUDA_SUCCESS) {
             r = m->cu->MemCreate(&s->h[0], s->n * m->granule, &m->prop[kind], 0);
@@ -776,6 +932,7 @@ static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
         maps_unmap(m, s->dst, s->big ? s->n : k, s->big);
         for (size_t i = 0; i < k; i++)
             m->cu->MemRelease(s->h[i]);
+        step_slot_back(m, s);
     }
     m->t_prep += seconds() - t0;
     return r;
@@ -788,19 +945,16 @@ static size_t step_handles(const move_step_t *s) { return s->big ? 1 : s->n; }
  * A failure here leaves src unmapped: the caller reports it. */
 static void keep_host(vmm_backend_t *m, CUdeviceptr at)
 {
-    if ((m->nkeep + 1) * m->bign * m->granule > m->keep_max)
+    size_t b = granule_index(m, at);
+    vmm_keep_t e = {0, m->bslot ? m->bslot[b / m->bign] : 0};
+    if (e.slot) { /* mirrored: the slot keeps it, mapped, its access set */
+        if (keep_push(m, e))
+            m->bslot[b / m->bign] = 0; /* the unmap that follows leaves the slot */
         return;
-    if (m->nkeep == m->keep_cap) {
-        size_t cap = m->keep_cap ? 2 * m->keep_cap : 64;
-        void *q = realloc(m->hkeep, cap * sizeof *m->hkeep);
-        if (!q)
-            return;
-        m->hkeep = q;
-        m->keep_cap = cap;
     }
-    CUmemGenericAllocationHandle h;
-    if (m->cu->MemRetainAllocationHandle(&h, (void *)(uintptr_t)at) == CUDA_SUCCESS)
-        m->hkeep[m->nkeep++] = h; /* the unmap that follows no longer frees it */
+    if (m->cu->MemRetainAllocationHandle(&e.h, (void *)(uintptr_t)at) == CUDA_SUCCESS &&
+        !keep_push(m, e)) /* kept: the unmap that follows no longer frees it */
+        m->cu->MemRelease(e.h);
 }
 
 /* Keeps the host granule handle mapped at `at` (one granule, not in a big
@@ -809,14 +963,11 @@ static void keep_host_small(vmm_backend_t *m, CUdeviceptr at)
 {
     if ((m->nkeep * m->bign + m->nsmall + 1) * m->granule > m->keep_max)
         return;
-    if (m->nsmall == m->small_cap) {
-        size_t cap = m->small_cap ? 2 * m->small_cap : 256;
-        void *q = realloc(m->hsmall, cap * sizeof *m->hsmall);
-        if (!q)
-            return;
-        m->hsmall = q;
-        m->small_cap = cap;
-    }
+    CUmemGenericAllocationHandle *q =
+        room_for_one(m->hsmall, m->nsmall, &m->small_cap, sizeof *q, 256);
+    if (!q)
+        return;
+    m->hsmall = q;
     CUmemGenericAllocationHandle h;
     if (m->cu->MemRetainAllocationHandle(&h, (void *)(uintptr_t)at) == CUDA_SUCCESS)
         m->hsmall[m->nsmall++] = h;
@@ -855,6 +1006,14 @@ static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
     maps_unmap(m, s->dst, s->n, s->big);
     for (size_t k = 0; k < step_handles(s); k++)
         m->cu->MemRelease(s->h[k]);
+    if (s->slot && r == CUDA_SUCCESS) { /* a mirrored kept handle now at src */
+        m->bslot[i0 / m->bign] = s->slot;
+        s->slot = 0;
+    }
+    if (s->slot) { /* src lost its data: so does the slot */
+        slot_put(m, s->slot - 1);
+        s->slot = 0;
+    }
     m->t_unstage += seconds() - t3;
     return r;
 }
@@ -865,6 +1024,7 @@ static void step_abandon(vmm_backend_t *m, move_step_t *s)
     maps_unmap(m, s->dst, s->n, s->big);
     for (size_t k = 0; k < step_handles(s); k++)
         m->cu->MemRelease(s->h[k]);
+    step_slot_back(m, s);
 }
 
 /*
@@ -931,11 +1091,20 @@ static CUresult swap_prepare(vmm_backend_t *m, move_step_t *s)
         CUmemGenericAllocationHandle h;
         r = CUDA_ERROR_NOT_FOUND;
         while (m->nkeep && r != CUDA_SUCCESS) {
-            h = m->hkeep[--m->nkeep];
+            vmm_keep_t e = m->hkeep[--m->nkeep];
+            if (keep_handle(m, e, &h) != CUDA_SUCCESS) {
+                keep_free(m, e);
+                continue;
+            }
             r = m->cu->MemMap(s->src, bytes, 0, h, 0);
             m->cu->MemRelease(h); /* mapped: the mapping keeps it; else dropped */
-            if (r == CUDA_SUCCESS)
+            if (r == CUDA_SUCCESS) {
                 m->keep_hits++;
+                if (e.slot) /* the slot maps it too: it goes with this mapping */
+                    m->bslot[granule_index(m, s->src) / m->bign] = e.slot;
+            } else if (e.slot) {
+                slot_put(m, e.slot - 1);
+            }
         }
         if (r != CUDA_SUCCESS) {
             r = m->cu->MemCreate(&h, bytes, &m->prop[VMM_HOST], 0);
@@ -950,8 +1119,10 @@ static CUresult swap_prepare(vmm_backend_t *m, move_step_t *s)
             double ta = seconds();
             r = m->cu->MemSetAccess(s->src, bytes, &m->access, 1);
             m->t_sw_host_access += seconds() - ta;
-            if (r != CUDA_SUCCESS)
+            if (r != CUDA_SUCCESS) {
                 m->cu->MemUnmap(s->src, bytes); /* frees the host memory */
+                block_unslot(m, granule_index(m, s->src));
+            }
         }
         if (r != CUDA_SUCCESS)
             swap_restore(m, s);
@@ -975,6 +1146,7 @@ static CUresult swap_finish(vmm_backend_t *m, move_step_t *s, int ok,
     CUresult r = CUDA_SUCCESS;
     if (!ok) {
         m->cu->MemUnmap(s->src, bytes);
+        block_unslot(m, granule_index(m, s->src));
         r = swap_restore(m, s);
     }
     double t0 = seconds();
@@ -984,6 +1156,110 @@ static CUresult swap_finish(vmm_backend_t *m, move_step_t *s, int ok,
     else
         m->cu->MemRelease(s->old);
     m->t_sw_free += seconds() - t0;
+    return r;
+}
+
+/*
+ * A step of a move to host through the mirror (VMEM_VMM_MOVE_MIRROR, the
+ * default), for a whole big device mapping: the step's host memory is a
+ * mirror slot (a kept handle already there, else one mapped there now, else
+ * new host memory), and the copy runs from src, still mapped, into the slot.
+ * Once it is done the device memory at src is unmapped (freed) and the
+ * slot's handle mapped at src with access: one cuMemSetAccess per step, for
+ * host memory, against two for a swap step (the old device memory at
+ * staging, the host memory at src), and none at all for a kept slot before
+ * the copy, so copies start at once.  The slot keeps mapping the handle
+ * while it backs src, so when the data goes back to the device the slot
+ * is kept (keep_host) with its access, ready for the next pause.
+ * CUDA_ERROR_NOT_FOUND: no slot free (the caller takes another path).
+ */
+static CUresult mirror_prepare(vmm_backend_t *m, move_step_t *s)
+{
+    double t0 = seconds();
+    CUresult r = CUDA_ERROR_NOT_FOUND;
+    s->mirror = 1;
+    s->big = 1;
+    while (m->nkeep && r != CUDA_SUCCESS) {
+        vmm_keep_t e = m->hkeep[--m->nkeep];
+        if (e.slot) {
+            s->slot = e.slot;
+            r = CUDA_SUCCESS;
+            m->keep_hits++;
+            break;
+        }
+        r = slot_adopt(m, e.h, &s->slot);
+        if (r == CUDA_ERROR_NOT_FOUND) {
+            m->nkeep++; /* no slot free: it stays kept */
+            break;
+        }
+        m->cu->MemRelease(e.h); /* mapped at the slot, which owns it; else dropped */
+        if (r == CUDA_SUCCESS)
+            m->keep_hits++;
+    }
+    if (r != CUDA_SUCCESS && (m->nkeep == 0 || r != CUDA_ERROR_NOT_FOUND)) {
+        CUmemGenericAllocationHandle h;
+        r = m->cu->MemCreate(&h, s->n * m->granule, &m->prop[VMM_HOST], 0);
+        if (r == CUDA_SUCCESS) {
+            r = slot_adopt(m, h, &s->slot);
+            m->cu->MemRelease(h);
+            if (r == CUDA_SUCCESS)
+                m->n.big_maps++;
+        }
+    }
+    if (r == CUDA_SUCCESS)
+        s->dst = slot_addr(m, s->slot - 1);
+    else
+        s->mirror = 0;
+    m->t_mi_prep += seconds() - t0;
+    return r;
+}
+
+/* After the copy of a mirror step (ok: it completed): the device memory at
+ * src unmapped (freed), the slot's handle mapped there.  Not ok: src is
+ * untouched, the slot goes back to the kept memory.  If src cannot take
+ * the host memory once its device memory is gone, new device memory is
+ * mapped there and the data copied back from the slot (lost only if that
+ * fails too). */
+static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok)
+{
+    size_t bytes = s->n * m->granule, b = granule_index(m, s->src);
+    if (!ok) {
+        step_slot_back(m, s);
+        return CUDA_SUCCESS;
+    }
+    double t0 = seconds();
+    CUresult r = m->cu->MemUnmap(s->src, bytes); /* frees the device memory */
+    double t1 = seconds();
+    m->t_mi_unmap += t1 - t0;
+    if (r != CUDA_SUCCESS) { /* src still maps the device memory */
+        step_slot_back(m, s);
+        return r;
+    }
+    CUmemGenericAllocationHandle h;
+    r = m->cu->MemRetainAllocationHandle(&h, (void *)(uintptr_t)s->dst);
+    if (r == CUDA_SUCCESS) {
+        r = m->cu->MemMap(s->src, bytes, 0, h, 0);
+        m->cu->MemRelease(h);
+    }
+    double t2 = seconds();
+    m->t_mi_map += t2 - t1;
+    if (r == CUDA_SUCCESS) {
+        r = m->cu->MemSetAccess(s->src, bytes, &m->access, 1);
+        if (r != CUDA_SUCCESS)
+            m->cu->MemUnmap(s->src, bytes);
+    }
+    m->t_mi_access += seconds() - t2;
+    if (r == CUDA_SUCCESS) {
+        m->bslot[b / m->bign] = s->slot;
+        s->slot = 0;
+        return CUDA_SUCCESS;
+    }
+    if (map_new(m, s->src, s->n, VMM_DEVICE) != CUDA_SUCCESS ||
+        m->cu->MemSetAccess(s->src, bytes, &m->access, 1) != CUDA_SUCCESS ||
+        m->cu->MemcpyAsync(s->src, s->dst, bytes, m->stream) != CUDA_SUCCESS ||
+        m->cu->StreamSynchronize(m->stream) != CUDA_SUCCESS)
+        m->n.lost += s->n;
+    step_slot_back(m, s);
     return r;
 }
 
@@ -1021,6 +1297,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         if (m->state[i] != from)
             return VMEM_ERR_INVALID;
     int swap_on = env_flag("VMEM_VMM_MOVE_SWAP", 1), phases = env_flag("VMEM_VMM_PHASES", 0);
+    int mirror_on = m->mirror && env_flag("VMEM_VMM_MOVE_MIRROR", 1);
     vmm_backend_t t0 = *m; /* the timers before, for the phases line */
     double w0 = seconds();
     /* Late: the old device memory of swap steps freed after the last copy. */
@@ -1057,7 +1334,14 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
             s->h = m->handles + (started % VMM_STAGES) * per;
             s->done = m->done[started % VMM_STAGES];
             s->swap = 0;
-            r = swap_on && swap_fits(m, s, kind) ? swap_prepare(m, s) : step_prepare(m, s, kind);
+            s->mirror = 0;
+            s->slot = 0;
+            r = CUDA_ERROR_NOT_FOUND;
+            if (mirror_on && swap_fits(m, s, kind))
+                r = mirror_prepare(m, s);
+            if (!s->mirror && r == CUDA_ERROR_NOT_FOUND)
+                r = swap_on && swap_fits(m, s, kind) ? swap_prepare(m, s)
+                                                     : step_prepare(m, s, kind);
             if (r != CUDA_SUCCESS)
                 break;
             double e0 = seconds();
@@ -1069,6 +1353,8 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
             if (r != CUDA_SUCCESS) {
                 if (s->swap)
                     swap_finish(m, s, 0, NULL, NULL);
+                else if (s->mirror)
+                    mirror_finish(m, s, 0);
                 else
                     step_abandon(m, s);
                 break;
@@ -1077,6 +1363,8 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
             started++;
             if (s->swap)
                 m->swap_steps++;
+            else if (s->mirror)
+                m->mirror_steps++;
             else
                 m->staged_steps++;
         }
@@ -1084,15 +1372,16 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
             break;
         move_step_t *s = &step[finished % VMM_STAGES];
         CUresult f;
-        if (s->swap) {
+        if (s->swap || s->mirror) {
             double e0 = seconds();
             f = m->cu->EventSynchronize(s->done);
             m->t_wait += seconds() - e0;
-            CUresult g = swap_finish(m, s, f == CUDA_SUCCESS, late, &nlate);
+            CUresult g = s->swap ? swap_finish(m, s, f == CUDA_SUCCESS, late, &nlate)
+                                 : mirror_finish(m, s, f == CUDA_SUCCESS);
             if (f == CUDA_SUCCESS)
                 f = g;
             else
-                s->n = 0; /* restored: nothing of it moved */
+                s->n = 0; /* restored (or untouched): nothing of it moved */
         } else {
             f = step_finish(m, s, kind);
         }
@@ -1107,9 +1396,12 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
     }
     for (; finished < started; finished++) {
         move_step_t *s = &step[finished % VMM_STAGES];
-        if (s->swap) {
+        if (s->swap || s->mirror) {
             m->cu->EventSynchronize(s->done);
-            swap_finish(m, s, 0, NULL, NULL);
+            if (s->swap)
+                swap_finish(m, s, 0, NULL, NULL);
+            else
+                mirror_finish(m, s, 0);
         } else {
             step_abandon(m, s);
         }
@@ -1130,12 +1422,19 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
     m->n.moved += *moved;
     if (phases)
         fprintf(stderr,
-                "libvmem: vmm phases: move to %s %zu MiB: %.1f ms (sync+edges %.1f; steps: swap %llu, "
-                "staged %llu); swap: map-old-at-stage %.1f (retain %.1f access %.1f) unmap-old %.1f "
-                "map-host %.1f (access %.1f) free-old %.1f free-late %.1f; staged: create+map %.1f "
-                "unmap-old %.1f map-new %.1f unstage %.1f; enqueue %.1f; wait-copy %.1f\n",
+                "libvmem: vmm phases: move to %s %zu MiB: %.1f ms (sync+edges %.1f; steps: mirror "
+                "%llu, swap %llu, staged %llu); mirror: slots %.1f (access %.1f) unmap-old %.1f "
+                "map-host %.1f (access %.1f); swap: map-old-at-stage %.1f (retain %.1f access %.1f) "
+                "unmap-old %.1f map-host %.1f (access %.1f) free-old %.1f free-late %.1f; staged: "
+                "create+map %.1f unmap-old %.1f map-new %.1f unstage %.1f; enqueue %.1f; wait-copy "
+                "%.1f\n",
                 to_host ? "host" : "device", *moved >> 20, (seconds() - w0) * 1e3,
-                (w1 - w0) * 1e3, m->swap_steps - t0.swap_steps, m->staged_steps - t0.staged_steps,
+                (w1 - w0) * 1e3, m->mirror_steps - t0.mirror_steps,
+                m->swap_steps - t0.swap_steps, m->staged_steps - t0.staged_steps,
+                (m->t_mi_prep - t0.t_mi_prep) * 1e3,
+                (m->t_mi_adopt_access - t0.t_mi_adopt_access) * 1e3,
+                (m->t_mi_unmap - t0.t_mi_unmap) * 1e3, (m->t_mi_map - t0.t_mi_map) * 1e3,
+                (m->t_mi_access - t0.t_mi_access) * 1e3,
                 (m->t_sw_stage - t0.t_sw_stage) * 1e3, (m->t_sw_retain - t0.t_sw_retain) * 1e3,
                 (m->t_sw_stage_access - t0.t_sw_stage_access) * 1e3,
                 (m->t_sw_unmap - t0.t_sw_unmap) * 1e3, (m->t_sw_host - t0.t_sw_host) * 1e3,
@@ -1249,17 +1548,23 @@ static vmem_status_t vmm_host_reserve(backend_t *b, size_t bytes, size_t *kept)
     }
     size_t want = (bytes + big - 1) / big;
     while (m->nkeep > want)
-        m->cu->MemRelease(m->hkeep[--m->nkeep]);
+        keep_free(m, m->hkeep[--m->nkeep]);
     vmem_status_t st = VMEM_OK;
     if (m->nkeep < want) {
+        CUmemGenericAllocationHandle *hs = malloc((want - m->nkeep) * sizeof *hs);
         if (want > m->keep_cap) {
             void *q = realloc(m->hkeep, want * sizeof *m->hkeep);
             if (!q) {
+                free(hs);
                 *kept = m->nkeep * big;
                 return VMEM_ERR_NOMEM;
             }
             m->hkeep = q;
             m->keep_cap = want;
+        }
+        if (!hs) {
+            *kept = m->nkeep * big;
+            return VMEM_ERR_NOMEM;
         }
         size_t need = want - m->nkeep;
         int t = m->reserve_threads;
@@ -1270,22 +1575,29 @@ static vmem_status_t vmm_host_reserve(backend_t *b, size_t bytes, size_t *kept)
         int started[16] = {0};
         for (int i = 0; i < t; i++) {
             size_t lo = need * (size_t)i / (size_t)t, hi = need * (size_t)(i + 1) / (size_t)t;
-            job[i] = (reserve_job_t){m, m->hkeep + m->nkeep + lo, hi - lo, 0};
+            job[i] = (reserve_job_t){m, hs + lo, hi - lo, 0};
             started[i] = pthread_create(&tid[i], NULL, reserve_part, &job[i]) == 0;
             if (!started[i])
                 reserve_part(&job[i]);
         }
-        size_t at = m->nkeep;
+        /* With the mirror on, each handle is mapped at a slot with its
+         * access now, off the pause's critical path. */
+        int mirror = m->mirror && env_flag("VMEM_VMM_MOVE_MIRROR", 1);
         for (int i = 0; i < t; i++) {
             if (started[i])
                 pthread_join(tid[i], NULL);
-            /* compact: each job's handles follow the previous ones */
-            memmove(m->hkeep + at, job[i].h, job[i].made * sizeof *m->hkeep);
-            at += job[i].made;
+            for (size_t k = 0; k < job[i].made; k++) {
+                vmm_keep_t e = {job[i].h[k], 0};
+                if (mirror && slot_adopt(m, e.h, &e.slot) == CUDA_SUCCESS) {
+                    m->cu->MemRelease(e.h); /* the slot owns it */
+                    e.h = 0;
+                }
+                m->hkeep[m->nkeep++] = e; /* room: keep_cap >= want */
+            }
             if (job[i].made < job[i].n)
                 st = VMEM_ERR_NOMEM;
         }
-        m->nkeep = at;
+        free(hs);
     }
     if (m->keep_max < m->nkeep * big)
         m->keep_max = m->nkeep * big; /* what the caller asked for stays kept */
@@ -1344,9 +1656,14 @@ static void vmm_destroy(backend_t *b)
         if (m->scratch)
             m->cu->MemAddressFree(m->scratch, m->bign * m->granule);
         while (m->nkeep)
-            m->cu->MemRelease(m->hkeep[--m->nkeep]);
+            keep_free(m, m->hkeep[--m->nkeep]);
         while (m->nsmall)
             m->cu->MemRelease(m->hsmall[--m->nsmall]);
+        for (size_t s = 0; m->slot_used && s < m->nslots; s++)
+            if (m->slot_used[s]) /* none should be left: every mapping is gone */
+                slot_put(m, (uint32_t)s);
+        if (m->mirror)
+            m->cu->MemAddressFree(m->mirror, m->nslots * big_bytes(m));
         for (int i = 0; i < VMM_STAGES; i++)
             if (m->done[i])
                 m->cu->EventDestroy(m->done[i]);
@@ -1360,6 +1677,8 @@ static void vmm_destroy(backend_t *b)
     free(m->big);
     free(m->handles);
     free(m->hkeep);
+    free(m->slot_used);
+    free(m->bslot);
     free(m->hsmall);
     free(m);
 }
@@ -1468,7 +1787,17 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
     /* Big handles (VMM_BIG) where the granule divides them; off with
      * VMEM_VMM_BIG=0 (one handle per granule everywhere, as before). */
     const char *env = getenv("VMEM_VMM_BIG");
-    m->bign = VMM_BIG % m->granule == 0 ? VMM_BIG / m->granule : 0;
+    size_t bigsz = VMM_BIG;
+    const char *mib = getenv("VMEM_VMM_BIG_MIB"); /* the big handle's size */
+    if (mib && *mib) {
+        long v = atol(mib);
+        if (v >= 4 && v <= 1024 && (v & (v - 1)) == 0)
+            bigsz = (size_t)v << 20;
+        else
+            fprintf(stderr, "libvmem: VMEM_VMM_BIG_MIB=%s ignored (a power of two, 4 to 1024; "
+                            "default 64)\n", mib);
+    }
+    m->bign = bigsz % m->granule == 0 ? bigsz / m->granule : 0;
     if (m->bign < 2 || m->bign > 256 || (env && strcmp(env, "0") == 0))
         m->bign = 0;
     /* Host memory in big handles too (unmapped in 64 MiB pieces when it
@@ -1505,7 +1834,7 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
         m->reserve_threads = 1;
     if (m->reserve_threads > 16)
         m->reserve_threads = 16;
-    m->batch = VMM_BIG / m->granule * m->granule;
+    m->batch = m->bign ? m->bign * m->granule : VMM_BIG / m->granule * m->granule;
     if (m->batch == 0)
         m->batch = m->granule;
     m->handles = calloc(VMM_STAGES * (m->batch / m->granule), sizeof *m->handles);
@@ -1515,7 +1844,7 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
     }
     /* Aligned to big handles, so that granule indices and addresses agree
      * on their boundaries (granule alignment if the driver refuses). */
-    if (cu->MemAddressReserve(&m->va, m->va_size, m->bign ? VMM_BIG : m->granule, 0, 0) !=
+    if (cu->MemAddressReserve(&m->va, m->va_size, m->bign ? m->bign * m->granule : m->granule, 0, 0) !=
             CUDA_SUCCESS &&
         cu->MemAddressReserve(&m->va, m->va_size, m->granule, 0, 0) != CUDA_SUCCESS)
         goto out;
@@ -1538,6 +1867,23 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
                      CUDA_SUCCESS ||
                  !host_probe(m)))
         host = 0; /* device memory only; the pinned host arena takes spills */
+    /* The mirror: room for VMM_RANGE_HOST of host big handles (without it,
+     * or VMEM_VMM_MOVE_MIRROR=0, moves to host swap or stage). */
+    if (host && m->bign && m->host_big) {
+        m->nslots = VMM_RANGE_HOST / big_bytes(m);
+        m->slot_used = calloc(m->nslots, 1);
+        m->bslot = calloc(m->ngranules / m->bign + 1, sizeof *m->bslot);
+        if (!m->slot_used || !m->bslot ||
+            cu->MemAddressReserve(&m->mirror, m->nslots * big_bytes(m), big_bytes(m), 0, 0) !=
+                CUDA_SUCCESS) {
+            free(m->slot_used);
+            free(m->bslot);
+            m->slot_used = NULL;
+            m->bslot = NULL;
+            m->mirror = 0;
+            m->nslots = 0;
+        }
+    }
     st = VMEM_OK;
 out:
     ctx_leave(m);
@@ -1603,6 +1949,7 @@ int backend_vmm_counters(const backend_t *b, backend_vmm_counters_t *out)
     out->zombie_bytes = m->zombie;
     out->swap_steps = m->swap_steps;
     out->staged_steps = m->staged_steps;
+    out->mirror_steps = m->mirror_steps;
     return 0;
 }
 

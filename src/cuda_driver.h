@@ -75,6 +75,7 @@ typedef struct backend_vmm_counters {
     unsigned long long moved;          /* bytes moved between host and device */
     size_t zombie_bytes;       /* given back but still held inside big mappings */
     unsigned long long swap_steps;   /* steps of moves to host by swap (VMEM_VMM_MOVE_SWAP) */
+    unsigned long long mirror_steps; /* steps of moves to host through the mirror (VMEM_VMM_MOVE_MIRROR) */
     unsigned long long staged_steps; /* steps of moves through staging */
 } backend_vmm_counters_t;
 

@@ -4,11 +4,17 @@
 # the freed memory seen by a second process, 0 bytes held after pause, a CUDA
 # graph replayed after resume, capture on the cuda backend, and the
 # co-location example (engine A pauses, engine B trains in another process,
-# A resumes bitwise equal).  About 2-3 minutes on an H100.
+# A resumes bitwise equal), and pause with discard (and a warm keep pause)
+# with 64, 256 and 512 MiB handles (VMEM_VMM_BIG_MIB).  About 4-5 minutes on
+# an H100 (plus the torch_memory_saver build).
 #   scripts/gpu-run.sh device scripts/gpu/pause-bench.sh
-#   TMS_DIR=/path/to/torch_memory_saver  (optional; built there with
-#   TMS_CUDA_MAJOR=13 pip install --no-build-isolation . beforehand)
-#   PAUSE_GIB=20 (size of the big tag)
+#   torch_memory_saver runs beside libvmem when its source is present:
+#   TMS_SRC (default .carry/tms-src, an untracked copy of
+#   github.com/fzyzcjy/torch_memory_saver) is copied to /tmp and built there
+#   with TMS_CUDA_MAJOR=<torch's CUDA major> pip install --no-build-isolation
+#   --no-deps --target /tmp/tms-site . (no network on the GPU machine); or
+#   TMS_DIR=<a directory already importable as torch_memory_saver's parent>.
+#   PAUSE_GIB=20 (size of the big tag); BIG_MIBS="256 512" (discard rows)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/vmem-pause}"
@@ -33,14 +39,33 @@ LD_LIBRARY_PATH="${VMEM_TEST_LD:-$LD_LIBRARY_PATH}" "${BUILD:-build-gpu}/tests/g
     >"$OUT/driver-probe.json" 2>&1 || { echo "FAIL vmm-driver-probe"; rc=1; }
 grep '"swap"' "$OUT/driver-probe.json" | sed 's/^/PROBE /'
 run bench     VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 PART=bench PAUSE_GIB="${PAUSE_GIB:-20}"
+for mib in 64 ${BIG_MIBS:-256 512}; do
+    run "discard-$mib" VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 VMEM_VMM_BIG_MIB="$mib" PART=discard \
+        PAUSE_GIB="${PAUSE_GIB:-20}"
+done
 run graph     VMEM_BACKEND=vmm PART=graph
 run colocate  VMEM_BACKEND=vmm PART=colocate
 run capture-cuda VMEM_BACKEND=cuda PART=capture
 run capture-vmm  VMEM_BACKEND=vmm PART=capture
+TMS_SRC="${TMS_SRC:-.carry/tms-src}"
+if [ -z "${TMS_DIR:-}" ] && [ -f "$TMS_SRC/setup.py" ]; then
+    echo "== build torch_memory_saver from $TMS_SRC"
+    major=$(python3 -c 'import torch; print((torch.version.cuda or "13").split(".")[0])' 2>/dev/null || echo 13)
+    rm -rf /tmp/tms-build /tmp/tms-site
+    cp -r "$TMS_SRC" /tmp/tms-build
+    if (cd /tmp/tms-build && TMS_CUDA_MAJOR="$major" python3 -m pip install --no-build-isolation \
+            --no-deps --no-index --target /tmp/tms-site .) >"$OUT/tms-build.log" 2>&1; then
+        TMS_DIR=/tmp/tms-site
+        echo "built torch_memory_saver (CUDA major $major) into $TMS_DIR"
+    else
+        echo "SKIP torch_memory_saver: its build failed (TMS_CUDA_MAJOR=$major; last lines of $OUT/tms-build.log:)"
+        tail -5 "$OUT/tms-build.log"
+    fi
+fi
 if [ -n "${TMS_DIR:-}" ] && [ -d "$TMS_DIR" ]; then
     run tms PART=tms PAUSE_GIB="${PAUSE_GIB:-20}" PYTHONPATH="$TMS_DIR:$PYTHONPATH"
-else
-    echo "SKIP torch_memory_saver: set TMS_DIR to a built checkout"
+elif [ ! -f "$TMS_SRC/setup.py" ]; then
+    echo "SKIP torch_memory_saver: no source at $TMS_SRC (and no TMS_DIR)"
 fi
 echo "== summary"
 grep '"swap"' "$OUT/driver-probe.json" | sed 's/^/PROBE /'

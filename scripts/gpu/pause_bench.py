@@ -1,5 +1,5 @@
-"""Issue 12's GPU checks, one part per process (PART=bench|graph|colocate|
-capture|tms); run by scripts/gpu/pause-bench.sh.  Lines starting RESULT are
+"""Issue 12's GPU checks, one part per process (PART=bench|discard|graph|
+colocate|capture|tms); run by scripts/gpu/pause-bench.sh.  Lines starting RESULT are
 the figures, FAIL a broken expectation (exit status 1)."""
 
 import os
@@ -125,19 +125,27 @@ def part_bench():
     if not verify(x):
         fail("contents changed across pause/resume #3")
     # Variants of the warm pause (the backend reads these at each move; the
-    # "vmm phases" lines on stderr give each move's breakdown):
-    # #4 the staged path (host memory mapped at staging, then at its
-    # address), #5 swap with the old device memory freed after the last copy.
-    for label, var, val in (("#4 staged path (VMEM_VMM_MOVE_SWAP=0)", "VMEM_VMM_MOVE_SWAP", "0"),
-                            ("#5 swap, device memory freed late (VMEM_VMM_FREE_LATE=1)",
-                             "VMEM_VMM_FREE_LATE", "1")):
-        os.environ[var] = val
+    # "vmm phases" lines on stderr give each move's breakdown).  #1-#3 and
+    # #7 go through the mirror (the default); #6 is the swap path that was
+    # the default before it (old device memory mapped at staging, host
+    # memory at its address), #4 the staged path, #5 swap with the old
+    # device memory freed after the last copy.  #7 repeats #2's path last,
+    # so the mirror is timed before and after the others in one run.
+    old = {"VMEM_VMM_MOVE_MIRROR": "0"}
+    for label, env in (("#6 old swap path (VMEM_VMM_MOVE_MIRROR=0)", old),
+                       ("#4 staged path (VMEM_VMM_MOVE_MIRROR=0 VMEM_VMM_MOVE_SWAP=0)",
+                        dict(old, VMEM_VMM_MOVE_SWAP="0")),
+                       ("#5 swap, device memory freed late (VMEM_VMM_MOVE_MIRROR=0 "
+                        "VMEM_VMM_FREE_LATE=1)", dict(old, VMEM_VMM_FREE_LATE="1")),
+                       ("#7 mirror again (default path)", {})):
+        os.environ.update(env)
         fill(x)
         torch.cuda.synchronize()
         t = time.perf_counter()
         L.pause("big", keep=True, empty_cache=False)
         tp = time.perf_counter() - t
-        del os.environ[var]
+        for var in env:
+            del os.environ[var]
         result("pause-keep %s %d GiB: %.3f s, %.1f GB/s (target >= 45)"
                % (label, n >> 30, tp, gbps(n, tp)))
         L.resume("big")
@@ -146,17 +154,7 @@ def part_bench():
         else:
             result("contents bitwise equal after resume %s" % label)
     L.reserve_host(0)  # the baseline below pins its own
-    torch.cuda.synchronize()
-    free0 = other_process_free()
-    t = time.perf_counter()
-    L.pause("big", keep=False, empty_cache=False)
-    td = time.perf_counter() - t
-    free1 = other_process_free()
-    result("pause-discard %d GiB: %.1f ms; second process sees %.2f GiB more free"
-           % (n >> 30, td * 1e3, (free1 - free0) / GiB))
-    t = time.perf_counter()
-    L.resume("big")
-    result("resume-discard %d GiB: %.1f ms" % (n >> 30, (time.perf_counter() - t) * 1e3))
+    discard(L, n)
     t = time.perf_counter()
     h = torch.empty(n, dtype=torch.uint8, pin_memory=True)
     result("pinning %d GiB for the baseline took %.2f s" % (n >> 30, time.perf_counter() - t))
@@ -172,6 +170,51 @@ def part_bench():
     h2d = time.perf_counter() - t
     result("pinned copy baseline: D2H %.3f s %.1f GB/s, H2D %.3f s %.1f GB/s"
            % (d2h, gbps(n, d2h), h2d, gbps(n, h2d)))
+
+
+def discard(L, n):
+    """Pause with discard of the tag "big" (n bytes) and resume, timed."""
+    torch.cuda.synchronize()
+    free0 = other_process_free()
+    t = time.perf_counter()
+    L.pause("big", keep=False, empty_cache=False)
+    td = time.perf_counter() - t
+    free1 = other_process_free()
+    big = os.environ.get("VMEM_VMM_BIG_MIB", "64")
+    result("pause-discard %d GiB (%s MiB handles): %.1f ms; second process sees %.2f GiB more free"
+           % (n >> 30, big, td * 1e3, (free1 - free0) / GiB))
+    if free1 - free0 < n * 0.98:
+        fail("device memory not visible as free to another process after discard")
+    t = time.perf_counter()
+    L.resume("big")
+    result("resume-discard %d GiB (%s MiB handles): %.1f ms"
+           % (n >> 30, big, (time.perf_counter() - t) * 1e3))
+
+
+def part_discard():
+    """Pause with discard (twice), then a warm keep pause, with the big
+    handle size of VMEM_VMM_BIG_MIB (fewer, larger mappings to take down)."""
+    import libvmem as L
+    L.install_torch()
+    n = int(os.environ.get("PAUSE_GIB", "20")) * GiB
+    big = os.environ.get("VMEM_VMM_BIG_MIB", "64")
+    with L.region("big"):
+        x = torch.empty(n, dtype=torch.uint8, device="cuda")
+    fill(x)
+    for _ in range(2):
+        discard(L, n)
+    fill(x)
+    torch.cuda.synchronize()
+    L.reserve_host(n)
+    t = time.perf_counter()
+    L.pause("big", keep=True, empty_cache=False)
+    tp = time.perf_counter() - t
+    L.resume("big")
+    ok = verify(x)
+    result("pause-keep %d GiB (%s MiB handles, after reserve_host): %.3f s, %.1f GB/s; contents "
+           "bitwise equal after resume: %s" % (n >> 30, big, tp, gbps(n, tp), ok))
+    if not ok:
+        fail("contents changed across pause/resume with %s MiB handles" % big)
 
 
 def part_graph():
@@ -308,39 +351,59 @@ def part_colocate():
 
 
 def part_tms():
+    """torch_memory_saver (built from its public source by pause-bench.sh) on
+    the same n bytes: keep (enable_cpu_backup=True) cold, i.e. the pinned
+    backup allocated inside the pause as its default does, and warm (its
+    retain_cpu_backup policy: the backup of the first pause is reused), each
+    resumed and checked; then discard (no backup).  Its torch hook mode (a
+    CUDAPluggableAllocator in a MemPool per tag), as libvmem's rows use
+    PyTorch's allocator hook too."""
     from torch_memory_saver import torch_memory_saver as tms
-    if hasattr(tms, "hook_mode"):
-        try:
-            tms.hook_mode = "torch"
-        except Exception:  # noqa: BLE001
-            pass
+    tms.hook_mode = "torch"  # a setter only: set before first use
     n = int(os.environ.get("PAUSE_GIB", "20")) * GiB
     with tms.region(tag="big", enable_cpu_backup=True):
         x = torch.empty(n, dtype=torch.uint8, device="cuda")
-    fill(x)
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    tms.pause("big")
-    torch.cuda.synchronize()
-    tp = time.perf_counter() - t
-    t = time.perf_counter()
-    tms.resume("big")
-    torch.cuda.synchronize()
-    tr = time.perf_counter() - t
-    result("torch_memory_saver keep %d GiB: pause %.3f s (%.1f GB/s), resume %.3f s (%.1f GB/s), "
-           "intact %s" % (n >> 30, tp, gbps(n, tp), tr, gbps(n, tr), verify(x)))
+    for label in ("#1 cold: pinned backup allocated in the pause", "#2 warm: retain_cpu_backup"):
+        fill(x)
+        torch.cuda.synchronize()
+        free0 = other_process_free()
+        t = time.perf_counter()
+        tms.pause("big")
+        torch.cuda.synchronize()
+        tp = time.perf_counter() - t
+        free1 = other_process_free()
+        tms.retain_cpu_backup = True  # read at resume: the backup stays for #2
+        t = time.perf_counter()
+        tms.resume("big")
+        torch.cuda.synchronize()
+        tr = time.perf_counter() - t
+        ok = verify(x)
+        result("torch_memory_saver pause-keep %s %d GiB: %.3f s, %.1f GB/s; resume %.3f s, "
+               "%.1f GB/s; second process saw %.2f GiB more free; contents intact: %s"
+               % (label, n >> 30, tp, gbps(n, tp), tr, gbps(n, tr), (free1 - free0) / GiB, ok))
+        if not ok:
+            fail("torch_memory_saver lost contents (%s)" % label)
+    tms.retain_cpu_backup = False
     del x
     with tms.region(tag="d", enable_cpu_backup=False):
         y = torch.empty(n, dtype=torch.uint8, device="cuda")
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    tms.pause("d")
-    torch.cuda.synchronize()
-    result("torch_memory_saver discard %d GiB: pause %.1f ms" % (n >> 30, (time.perf_counter() - t) * 1e3))
-    tms.resume("d")
+    y.fill_(1)
+    for i in range(2):
+        torch.cuda.synchronize()
+        free0 = other_process_free()
+        t = time.perf_counter()
+        tms.pause("d")
+        td = time.perf_counter() - t
+        free1 = other_process_free()
+        t = time.perf_counter()
+        tms.resume("d")
+        tr = time.perf_counter() - t
+        result("torch_memory_saver pause-discard #%d %d GiB: %.1f ms (second process sees %.2f "
+               "GiB more free); resume %.1f ms" % (i + 1, n >> 30, td * 1e3,
+                                                  (free1 - free0) / GiB, tr * 1e3))
     del y
 
 
-{"bench": part_bench, "graph": part_graph, "capture": part_capture,
+{"bench": part_bench, "discard": part_discard, "graph": part_graph, "capture": part_capture,
  "colocate": part_colocate, "tms": part_tms}[PART]()
 sys.exit(1 if failed else 0)

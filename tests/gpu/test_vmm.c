@@ -387,14 +387,19 @@ Test(vmm_gpu, release_host_memory_with_one_handle_per_granule)
 }
 
 /* A keep pause moves a tag's device memory to host memory at the same
- * addresses: by swap (the default: whole 64 MiB device mappings mapped at
- * staging, host memory mapped once at their addresses), through staging
- * (VMEM_VMM_MOVE_SWAP=0), or by swap freeing the device memory after the
- * last copy (VMEM_VMM_FREE_LATE=1).  Each way the contents come back
- * intact, twice (the second pause maps the host memory kept by the first
- * resume), and the path taken is the one asked for. */
-static void pause_move_scenario(const char *swap, const char *late)
+ * addresses: through the mirror (the default: copied from the device
+ * memory in place into host handles kept mapped at mirror slots, which are
+ * then mapped at the addresses), by swap (VMEM_VMM_MOVE_MIRROR=0: whole
+ * 64 MiB device mappings mapped at staging, host memory mapped once at
+ * their addresses), through staging (and VMEM_VMM_MOVE_SWAP=0), or by swap
+ * freeing the device memory after the last copy (VMEM_VMM_FREE_LATE=1).
+ * Each way the contents come back intact, three times (the later pauses
+ * map the host memory kept by the resume before; the third after a
+ * reserve of host memory, then of none), and the path taken is the one
+ * asked for. */
+static void pause_move_scenario(const char *mirror, const char *swap, const char *late)
 {
+    setenv("VMEM_VMM_MOVE_MIRROR", mirror, 1);
     setenv("VMEM_VMM_MOVE_SWAP", swap, 1);
     setenv("VMEM_VMM_FREE_LATE", late, 1);
     vmem_t *v = open_vmm(GiB, GiB);
@@ -403,14 +408,23 @@ static void pause_move_scenario(const char *swap, const char *late)
     void *p = vmem_alloc_tagged(v, bytes, 1);
     cr_assert_not_null(p);
     backend_vmm_counters_t c0, c1;
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 4; round++) {
+        size_t kept = 0;
+        if (round == 2)
+            cr_assert_eq(vmem_host_reserve(v, bytes, &kept), VMEM_OK);
+        if (round == 3)
+            cr_assert_eq(vmem_host_reserve(v, 0, &kept), VMEM_OK);
         cr_assert_eq(gpu_fill(p, n, 0x7000u + (uint32_t)round), 0);
         cr_assert_eq(backend_vmm_counters(v->dev_backend, &c0), 0);
         cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
         cr_assert_eq(backend_vmm_counters(v->dev_backend, &c1), 0);
         cr_assert_eq(where(v, p), VMEM_LOC_HOST);
         cr_assert_eq(c1.lost, 0);
-        if (strcmp(swap, "0") == 0 || !c0.big_bytes)
+        if (strcmp(mirror, "0") != 0 && c0.big_bytes) {
+            cr_assert_geq(c1.mirror_steps - c0.mirror_steps, bytes / c0.big_bytes,
+                          "mirror steps %llu", c1.mirror_steps - c0.mirror_steps);
+            cr_assert_eq(c1.swap_steps, c0.swap_steps, "mirror on: no swap step");
+        } else if (strcmp(swap, "0") == 0 || !c0.big_bytes)
             cr_assert_eq(c1.swap_steps, c0.swap_steps, "swap off: no swap step");
         else
             cr_assert_geq(c1.swap_steps - c0.swap_steps, bytes / c0.big_bytes,
@@ -424,21 +438,59 @@ static void pause_move_scenario(const char *swap, const char *late)
     cr_assert_eq(vmem_free(v, p), VMEM_OK);
     CHECK(v);
     vmem_destroy(v);
+    unsetenv("VMEM_VMM_MOVE_MIRROR");
     unsetenv("VMEM_VMM_MOVE_SWAP");
     unsetenv("VMEM_VMM_FREE_LATE");
 }
 
+Test(vmm_gpu, pause_keep_through_mirror_keeps_contents)
+{
+    pause_move_scenario("1", "1", "0");
+}
+
 Test(vmm_gpu, pause_keep_by_swap_keeps_contents)
 {
-    pause_move_scenario("1", "0");
+    pause_move_scenario("0", "1", "0");
 }
 
 Test(vmm_gpu, pause_keep_through_staging_keeps_contents)
 {
-    pause_move_scenario("0", "0");
+    pause_move_scenario("0", "0", "0");
 }
 
 Test(vmm_gpu, pause_keep_by_swap_freeing_late_keeps_contents)
 {
-    pause_move_scenario("1", "1");
+    pause_move_scenario("0", "1", "1");
+}
+
+/* Host memory kept by one path serves the others: a pause through the
+ * mirror, then by swap, then through staging, then through the mirror
+ * again, each resumed with the contents checked; nothing lost. */
+Test(vmm_gpu, pause_keep_paths_share_kept_host_memory)
+{
+    vmem_t *v = open_vmm(GiB, GiB);
+    need_host_backing(v);
+    size_t bytes = 256 * MiB, n = bytes / 4;
+    void *p = vmem_alloc_tagged(v, bytes, 1);
+    cr_assert_not_null(p);
+    static const char *const path[][2] = {{"1", "1"}, {"0", "1"}, {"0", "0"}, {"1", "1"}};
+    for (int round = 0; round < 4; round++) {
+        setenv("VMEM_VMM_MOVE_MIRROR", path[round][0], 1);
+        setenv("VMEM_VMM_MOVE_SWAP", path[round][1], 1);
+        cr_assert_eq(gpu_fill(p, n, 0x7100u + (uint32_t)round), 0);
+        cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+        cr_assert_eq(where(v, p), VMEM_LOC_HOST);
+        CHECK(v);
+        cr_assert_eq(vmem_resume(v, 1), VMEM_OK);
+        CHECK(v);
+        expect_words(p, bytes, 0x7100u + (uint32_t)round, 1, 0);
+    }
+    backend_vmm_counters_t c;
+    cr_assert_eq(backend_vmm_counters(v->dev_backend, &c), 0);
+    cr_assert_eq(c.lost, 0);
+    cr_assert_eq(vmem_free(v, p), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+    unsetenv("VMEM_VMM_MOVE_MIRROR");
+    unsetenv("VMEM_VMM_MOVE_SWAP");
 }
