@@ -3,6 +3,7 @@
 #include "backend.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <stdlib.h>
@@ -593,6 +594,20 @@ int backend_grow_align_on(void)
     return !(e && strcmp(e, "0") == 0);
 }
 
+size_t backend_big_bytes(size_t dflt)
+{
+    const char *mib = getenv("VMEM_VMM_BIG_MIB");
+    if (!mib || !*mib)
+        return dflt;
+    char *end = NULL;
+    long v = strtol(mib, &end, 10);
+    if (*end == '\0' && v >= 4 && v <= 1024 && (v & (v - 1)) == 0)
+        return (size_t)v << 20;
+    fprintf(stderr, "libvmem: VMEM_VMM_BIG_MIB=%s ignored (a power of two, 4 to 1024; default %zu)\n",
+            mib, dflt >> 20);
+    return dflt;
+}
+
 vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out)
 {
     if (capacity < SIM_GRANULE || capacity > SIM_MAX_CAPACITY)
@@ -641,7 +656,8 @@ vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out
     s->base.granule = SIM_GRANULE;
     s->base.range_base = (uintptr_t)s->va;
     s->base.range_size = s->va_size;
-    s->base.grow_align = vmm_style && backend_grow_align_on() ? SIM_VMM_GROW_ALIGN : 0;
+    s->base.grow_align =
+        vmm_style && backend_grow_align_on() ? backend_big_bytes(SIM_VMM_GROW_ALIGN) : 0;
     backend_set_faults(&s->base, 0, 0, 0);
     *out = &s->base;
     return VMEM_OK;

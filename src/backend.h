@@ -171,6 +171,11 @@ vmem_status_t backend_vmm_create(int device, backend_t **out);
  * on unless VMEM_VMM_GROW_ALIGN is "0" (read at each call). */
 int backend_grow_align_on(void);
 
+/* The big handle's size in bytes (vmm; sim-vmm's growth alignment mirrors
+ * it): VMEM_VMM_BIG_MIB, a power of two from 4 to 1024 MiB, else dflt (an
+ * invalid value is reported on stderr and ignored).  Read at each call. */
+size_t backend_big_bytes(size_t dflt);
+
 /* 1 if a CUDA device is usable (driver and device present), 0 otherwise. */
 int backend_cuda_present(int device);
 

@@ -1787,16 +1787,7 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
     /* Big handles (VMM_BIG) where the granule divides them; off with
      * VMEM_VMM_BIG=0 (one handle per granule everywhere, as before). */
     const char *env = getenv("VMEM_VMM_BIG");
-    size_t bigsz = VMM_BIG;
-    const char *mib = getenv("VMEM_VMM_BIG_MIB"); /* the big handle's size */
-    if (mib && *mib) {
-        long v = atol(mib);
-        if (v >= 4 && v <= 1024 && (v & (v - 1)) == 0)
-            bigsz = (size_t)v << 20;
-        else
-            fprintf(stderr, "libvmem: VMEM_VMM_BIG_MIB=%s ignored (a power of two, 4 to 1024; "
-                            "default 64)\n", mib);
-    }
+    size_t bigsz = backend_big_bytes(VMM_BIG); /* VMEM_VMM_BIG_MIB */
     m->bign = bigsz % m->granule == 0 ? bigsz / m->granule : 0;
     if (m->bign < 2 || m->bign > 256 || (env && strcmp(env, "0") == 0))
         m->bign = 0;

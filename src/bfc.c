@@ -1548,7 +1548,13 @@ vmem_status_t bfc_rebalance(bfc_arena_t *a, size_t host_room, bfc_moves_t *moves
     return st;
 }
 
-size_t bfc_move_unit(const bfc_arena_t *a) { return a->hostmap ? a->granule : 0; }
+size_t bfc_move_unit(const bfc_arena_t *a)
+{
+    if (!a->hostmap)
+        return 0;
+    size_t u = a->backend->grow_align;
+    return u && u % a->granule == 0 ? u : a->granule;
+}
 
 vmem_status_t bfc_move_live(bfc_arena_t *a, const void *p, int to_host, size_t host_room,
                             bfc_moves_t *moves)

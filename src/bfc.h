@@ -270,8 +270,10 @@ size_t bfc_release_host(bfc_arena_t *a);
 /* Bytes of [p, p + size) that lie on host-backed granules (0 without). */
 size_t bfc_host_bytes(const bfc_arena_t *a, const void *p, size_t size);
 
-/* The bytes bfc_move_live moves as one: the granule; 0 where nothing can
- * move (backends without host backing in place). */
+/* The bytes bfc_move_live moves as one: the backend's growth alignment
+ * (vmm: a big mapping, VMEM_VMM_BIG_MIB; moves of whole big mappings cost
+ * one driver call per mapping instead of one per granule), else the
+ * granule; 0 where nothing can move (no host backing in place). */
 size_t bfc_move_unit(const bfc_arena_t *a);
 
 /* Moves the whole move units inside the live block p to host memory

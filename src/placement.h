@@ -109,9 +109,8 @@ typedef struct place_problem {
 
 /* Bytes a swapped block of `size` takes off the device: its whole units
  * inside it (one less than fit, the block may start anywhere in one);
- * blocks of fewer than PLACE_SWAP_MIN_UNITS units are not swapped (a move
- * synchronises the device: not worth it for a small block). */
-#define PLACE_SWAP_MIN_UNITS 4
+ * blocks of fewer than PLACE_SWAP_MIN_UNITS units are not swapped. */
+#define PLACE_SWAP_MIN_UNITS 2
 static inline uint64_t place_swap_relief(uint64_t size, uint64_t unit)
 {
     return unit && size >= PLACE_SWAP_MIN_UNITS * unit ? (size / unit - 1) * unit : 0;

@@ -351,7 +351,9 @@ Test(placement, environment_and_config)
 static void check_auto(int fast_rule)
 {
     job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
+    setenv("VMEM_VMM_BIG_MIB", "4", 1); /* swap's units: see the test below */
     job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
+    unsetenv("VMEM_VMM_BIG_MIB");
     cr_assert_eq(j.v->place.auto_rule, 0, "simulated device: fewest bytes, no trials");
     pthread_mutex_lock(&j.v->lock);
     place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
@@ -390,7 +392,11 @@ Test(placement, rule_chosen_by_step_time_swap_faster) { check_auto(PLACE_RULE_SW
 Test(placement, swap_windows_move_blocks_out_and_back_in_time)
 {
     job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
+    /* Moves go by the growth alignment (the big mapping): 4 MiB here, so
+     * that the 16 MiB activations hold whole units. */
+    setenv("VMEM_VMM_BIG_MIB", "4", 1);
     job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_SWAP, 128 * MiB);
+    unsetenv("VMEM_VMM_BIG_MIB");
     vmem_stats_t st = {.size = sizeof st}, st0 = {.size = sizeof st0};
     for (int s = 0; s < 6; s++) {
         j.read_on_device = s >= 2;
