@@ -120,16 +120,16 @@ typedef enum vmem_placement {
                                    and, where the next step repeats it, place on
                                    host from their allocation the blocks a rule
                                    picks so that the step fits under the limit;
-                                   on a real device the rule (FARTHEST or
-                                   LARGEST) is chosen by measured step time
-                                   after each limit change, on a simulated one
-                                   it is FARTHEST (fewest bytes) */
+                                   on a real device the rule (FARTHEST, LARGEST
+                                   or, with vmm, SWAP) is chosen by measured
+                                   step time after each limit change, on a
+                                   simulated one it is FARTHEST (fewest bytes) */
     VMEM_PLACEMENT_NAIVE = 1,   /* device first, host when the device is full */
     VMEM_PLACEMENT_FARTHEST = 2, /* planned; when the step would overflow, the
                                    blocks freed farthest ahead go to host first */
     VMEM_PLACEMENT_LARGEST = 3, /* planned; the largest live blocks go first */
-    VMEM_PLACEMENT_SWAP = 4     /* planned as FARTHEST, but blocks of at least one
-                                   move unit (vmm: 64 MiB) stay on the device
+    VMEM_PLACEMENT_SWAP = 4     /* planned as FARTHEST, but blocks of at least two
+                                   move units (vmm: 64 MiB big mappings) stay on the device
                                    around their allocation and their free and
                                    are moved to host in between, at the same
                                    address (vmm, sim-vmm; elsewhere FARTHEST) */

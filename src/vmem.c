@@ -108,7 +108,8 @@ static long env_events(const char *name, const char *e, long dflt)
 
 /* The planner's rule and trials (placement.c; swap windows: swap.c).
  * planned: farthest free first to start with; on a real device the rule
- * is then chosen by measured step time between farthest and largest.  Swap windows: a block leaves the device at
+ * is then chosen by measured step time among farthest, largest and (where
+ * blocks move in place) swap.  Swap windows: a block leaves the device at
  * least VMEM_SWAP_HEAD events after its allocation and comes back
  * VMEM_SWAP_TAIL events before its free. */
 static void place_setup(vmem_t *v, vmem_placement_t placement, long head, long tail)
@@ -124,10 +125,12 @@ static void place_setup(vmem_t *v, vmem_placement_t placement, long head, long t
         r = PLACE_RULE_FARTHEST; /* nothing moves in place on this backend */
     place_init(&v->place, placement != VMEM_PLACEMENT_NAIVE, r);
     place_set_swap(&v->place, unit, (uint32_t)head, (uint32_t)tail);
-    /* Swap is not among planned's trials: measured slower than both other
-     * rules on the H100 (docs/placement.md, "Swap windows"). */
+    /* Swap takes part where blocks move in place (place_set_auto drops it
+     * otherwise): fastest for ResNet-50 on the H100, slowest for the
+     * transformers (docs/placement.md, "Swap windows"). */
     if (placement == VMEM_PLACEMENT_PLANNED && !(v->dev_backend->flags & BACKEND_F_SIMULATED))
-        place_set_auto(&v->place, (1u << PLACE_RULE_FARTHEST) | (1u << PLACE_RULE_LARGEST));
+        place_set_auto(&v->place, (1u << PLACE_RULE_FARTHEST) | (1u << PLACE_RULE_LARGEST) |
+                                      (1u << PLACE_RULE_SWAP));
 }
 
 vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
