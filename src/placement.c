@@ -544,13 +544,16 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
     if (pl->decided || pl->state != ST_PLAN || !(pl->step_placed || pl->step_swapped))
         return;
     unsigned t = pl->trial_step++;
-    if (t == 0)
-        return; /* the step the cut arrived in, or the first plan: not representative */
+    /* Step 0 is the step the cut arrived in (or the first plan); of each
+     * rule's two steps only the second counts: a step's time, measured
+     * between step ends on the CPU, also holds the GPU work of the step
+     * before it still queued at its start (the CPU runs ahead), which for a
+     * rule's first step is the previous rule's. */
+    if (t == 0 || t % 2)
+        return;
     double *best = &pl->trial_best[pl->rule];
     if (*best == 0 || env->step_seconds < *best)
         *best = env->step_seconds;
-    if (t % 2)
-        return;
     int next = trial_rule(pl, pl->rule + 1);
     if (next < PLACE_NRULES) {
         pl->rule = next;

@@ -157,12 +157,13 @@ struct place {
     /* Choosing the rule by measured step time (place_set_auto): after a
      * limit change, the first planned step that puts bytes on host is a
      * transition, then each rule of auto_rules runs two steps (farthest,
-     * largest, swap), and the rule of the fastest (by its best step) stays. */
+     * largest, swap), and the rule of the fastest (by its second step: the
+     * first one's time holds the previous rule's queued GPU work) stays. */
     int auto_rule;
     unsigned auto_rules;      /* bit r: rule r takes part in the trials */
     unsigned trial_step;
     uint64_t trial_limit;
-    double trial_best[PLACE_NRULES]; /* best step seconds under each rule */
+    double trial_best[PLACE_NRULES]; /* second step's seconds under each rule */
     /* Swap windows (PLACE_RULE_SWAP): the plan's moves, by trigger. */
     uint64_t swap_unit;       /* bytes moved as one (0: no swaps) */
     uint32_t swap_head, swap_tail; /* events after the allocation / before the free */
