@@ -163,6 +163,8 @@ def worker(a):
                        "swap_in": s1.get("swapInBytes", 0) - s0.get("swapInBytes", 0),
                        "swap_points": s1.get("swapPoints", 0) - s0.get("swapPoints", 0),
                        "swap_skipped": s1.get("swapSkipped", 0) - s0.get("swapSkipped", 0),
+                       "regions": s1.get("deviceRegions"),
+                       "held": s1.get("deviceHeld"),
                        "host_in_use": s1["hostInUse"], "dev_max": s1["deviceMemUsedMax"],
                        "limit": s1["limit"], "rule": s1.get("placement"),
                        # lifetimes of the blocks on host freed in this step
@@ -173,11 +175,13 @@ def worker(a):
                        - s0["hostFreedBytes"] * s0["hostLifeSeconds"]}
                 res["steps"].append(rec)
                 log("%s %s %-8s %2d %8.1f ms loss %.5f host %.2f GB (plan %.2f fb %.2f mv %.2f) "
-                    "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped" % (
+                    "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
+                    "%s regions, held %.2f GB" % (
                         a.job, a.mode, name, k, rec["ms"], rec["loss"], rec["host_placed"] / 1e9,
                         rec["planned"] / 1e9, rec["fallback"] / 1e9, rec["moved_to_host"] / 1e9,
                         rec["host_in_use"] / 1e9, rec["rule"], rec["swap_out"] / 1e9,
-                        rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"]))
+                        rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"],
+                        rec["regions"], (rec["held"] or 0) / 1e9))
                 i += 1
         if a.bandwidth:
             res["bandwidth"] = bandwidths(L, torch)
@@ -253,7 +257,7 @@ def main():
     p.add_argument("--batch", type=int, default=0)
     p.add_argument("--full", type=int, default=5)
     p.add_argument("--cut", type=int, default=int(os.environ.get("CUT_STEPS", "10")))
-    p.add_argument("--raised", type=int, default=3)
+    p.add_argument("--raised", type=int, default=int(os.environ.get("CUT_RAISED", "3")))
     p.add_argument("--bandwidth", action="store_true")
     p.add_argument("--result")
     p.add_argument("--timeout", type=int, default=300)

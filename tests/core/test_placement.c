@@ -287,6 +287,7 @@ static void check_repeating(vmem_backend_kind_t backend)
 }
 
 Test(placement, repeating_step_sim_vmm) { check_repeating(VMEM_BACKEND_SIM_VMM); }
+
 Test(placement, repeating_step_sim) { check_repeating(VMEM_BACKEND_SIM); }
 
 Test(placement, steps_that_differ_never_put_more_on_host_than_naive)

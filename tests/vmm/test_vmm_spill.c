@@ -229,3 +229,49 @@ Test(vmm_api, host_fallback_off_means_no_spill_and_no_eviction)
     cr_assert_eq(stats(v).pending_limit, 0);
     vmem_destroy(v);
 }
+
+/* A cut leaves the device arena in many regions (a shrink gives back the
+ * free granules between live blocks, splitting their region); once the
+ * limit is raised and a step end finds nothing on host, the empty regions
+ * are given back and grown again as one (bfc_compact), once per raise;
+ * live blocks and their data stay where they are. */
+Test(vmm_api, raise_compacts_the_regions_a_cut_left)
+{
+    vmem_t *v = open_sim(VMEM_BACKEND_SIM_VMM, 128 * MiB, GiB);
+    void *b[16];
+    for (int i = 0; i < 16; i++) {
+        b[i] = vmem_alloc(v, 8 * MiB);
+        cr_assert_not_null(b[i]);
+        pattern_fill(b[i], 8 * MiB, 100 + i);
+    }
+    for (int i = 1; i < 16; i += 2)
+        cr_assert_eq(vmem_free(v, b[i]), VMEM_OK);
+    cr_assert_eq(vmem_set_limit(v, 64 * MiB, NULL), VMEM_OK); /* the cut: holes go back */
+    CHECK(v);
+    for (int i = 2; i < 16; i += 2) /* b[0] stays live */
+        cr_assert_eq(vmem_free(v, b[i]), VMEM_OK);
+    vmem_stats_t before = stats(v);
+    cr_assert_geq(before.device_regions, 4, "the cut left %zu regions", before.device_regions);
+    cr_assert_eq(vmem_set_limit(v, GiB, NULL), VMEM_OK); /* raised back */
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    vmem_stats_t after = stats(v);
+    cr_assert_eq(after.device_compactions, 1);
+    cr_assert_leq(after.device_regions, 2, "%zu regions after the compaction, %zu before",
+                  after.device_regions, before.device_regions);
+    cr_assert_eq(after.device_held, before.device_held, "the same bytes, grown as one");
+    cr_assert(pattern_ok(b[0], 8 * MiB, 100), "the live block is intact");
+    /* The regrown region serves what the freed ones held, without growth. */
+    uint64_t grown = after.device_region_allocs;
+    for (int i = 1; i < 8; i++) {
+        b[i] = vmem_alloc(v, 8 * MiB);
+        cr_assert_not_null(b[i]);
+        cr_assert_eq(where(v, b[i]), VMEM_LOC_DEVICE);
+    }
+    cr_assert_eq(stats(v).device_region_allocs, grown);
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(vmem_free(v, b[i]), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    cr_assert_eq(stats(v).device_compactions, 1, "once per raise");
+    vmem_destroy(v);
+}
