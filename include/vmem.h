@@ -292,7 +292,7 @@ VMEM_API vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t
 /* ------------------------------------------------------------------------ */
 
 #define VMEM_STATS_VERSION 3 /* 2: placement .. device_trimmed appended;
-                                3: plan_swap_bytes .. device_compactions appended */
+                                3: swap_out_bytes .. swap_skipped appended */
 
 typedef struct vmem_stats {
     uint32_t size;              /* set by the caller: sizeof(vmem_stats_t) */
@@ -373,8 +373,6 @@ typedef struct vmem_stats {
     uint64_t swap_points;       /* allocations before which swaps ran */
     uint64_t swap_skipped;      /* planned moves not done: block freed or not
                                    placed by the plan, no room, graph capture */
-    uint64_t device_compactions; /* step ends after a raise that gave the empty
-                                   device regions back and grew them again as one */
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

@@ -886,30 +886,6 @@ again:
 
 size_t bfc_release(bfc_arena_t *a, size_t target) { return arena_release(a, target, UINTPTR_MAX, 0); }
 
-static int arena_grow(bfc_arena_t *a, size_t need);
-
-size_t bfc_compact(bfc_arena_t *a)
-{
-    size_t released = 0, nempty = 0, before = a->region_frees;
-    for (bfc_region_t *r = a->regions; r; r = r->next)
-        nempty += r->live == 0;
-    if (nempty < 2 || a->pending)
-        return 0; /* one empty region (or none) is already compact */
-    backend_release_batch(a->backend, 1);
-    for (bfc_region_t *r = a->regions, *next; r; r = next) {
-        next = r->next;
-        if (r->live == 0 && !(a->held_host && span_host_bytes(a, r->base, r->size, NULL))) {
-            released += r->size;
-            region_release(a, r);
-        }
-    }
-    backend_release_batch(a->backend, 0);
-    if (released && arena_grow(a, released) != 0)
-        a->last_fail = BFC_FAIL_NONE; /* the next allocations grow as usual */
-    a->compactions += a->region_frees > before;
-    return released;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Init / fini                                                              */
 /* ------------------------------------------------------------------------ */

@@ -175,7 +175,6 @@ typedef struct bfc_arena {
     size_t nslabs, slabs_cap;
     size_t nchunks_free;        /* free chunks in bins */
     uint64_t region_allocs, region_frees;
-    uint64_t compactions;              /* bfc_compact calls that gave regions back */
     uint64_t trims;             /* growths that gave free memory back first */
     size_t trimmed;             /* bytes they gave back */
     size_t trim_from;           /* held before the last trim (0: none since) */
@@ -231,15 +230,6 @@ vmem_status_t bfc_set_limit(bfc_arena_t *a, size_t limit);
 /* Gives back empty regions (and free granules for splittable backends)
  * while held > target.  Returns the bytes given back. */
 size_t bfc_release(bfc_arena_t *a, size_t target);
-
-/* Gives back every empty device region (no live block, no host backing)
- * and grows one region of their total in their place: after a cut, the
- * regions the job grew and emptied around its live blocks (and, with vmm,
- * the granule mappings that moves left) become one contiguous region of
- * whole big mappings again.  Nothing when fewer than two regions are empty
- * or a shrink is pending.  Returns the bytes given back (and grown again,
- * as far as the limit and the device allow). */
-size_t bfc_compact(bfc_arena_t *a);
 
 /* Host backing (a->hostmap != NULL).  Allocates in free host memory kept
  * from earlier spills, or else in new granules backed by host memory at

@@ -62,7 +62,6 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.swap_in_bytes = v->place.stats.swap_in_bytes;
     s.swap_points = v->place.stats.swap_points;
     s.swap_skipped = v->place.stats.swap_skipped;
-    s.device_compactions = v->dev.compactions;
     s.placed_host_allocs = v->place.stats.planned_host_allocs;
     s.placed_host_bytes = v->place.stats.planned_host_bytes;
     s.fallback_allocs = v->place.stats.fallback_allocs;
@@ -212,7 +211,6 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)s.swap_in_bytes);
     jprintf(&j, ",\"swapPoints\":%llu,\"swapSkipped\":%llu", (unsigned long long)s.swap_points,
             (unsigned long long)s.swap_skipped);
-    jprintf(&j, ",\"deviceCompactions\":%llu", (unsigned long long)s.device_compactions);
     /* where the numbers come from: the process, the time (Unix seconds), and
      * whether the control file is being followed */
     jprintf(&j, ",\"pid\":%ld,\"time\":%.3f", (long)getpid(),

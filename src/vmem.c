@@ -675,8 +675,6 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
         v->start_cap = bytes;
     }
     size_t old = v->dev.limit;
-    if (bytes > old)
-        v->compact_pending = 1; /* boundary_moves */
     v->dev.share_dedicated = 0; /* a limit was set: keep dedicated regions whole */
     vmem_status_t st = bfc_set_limit(&v->dev, bytes);
     if (v->tags && tags_limit_changed(v, bytes) == VMEM_PENDING)
@@ -772,16 +770,7 @@ static vmem_status_t boundary_moves(vmem_t *v, bfc_moves_t *moves)
     /* Blocks the plan keeps on host stay there while the step does not fit
      * under the limit (placement.c); otherwise they come back. */
     v->dev.hold_host = place_hold_host(&v->place, v->dev.limit);
-    vmem_status_t st = bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, moves);
-    /* After a raise, once everything is back on the device: the regions a
-     * cut left empty become one region again (bfc_compact; a cut leaves the
-     * arena in many regions and, with vmm, granule mappings, and steps ran
-     * 5-10% slower after the raise until then). */
-    if (v->compact_pending && !v->dev.held_host && !v->dev.pending && !v->dev.hold_host) {
-        v->compact_pending = 0;
-        bfc_compact(&v->dev); /* counted in deviceCompactions */
-    }
-    return st;
+    return bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, moves);
 }
 
 void vmem_boundary_rebalance(vmem_t *v)

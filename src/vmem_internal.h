@@ -36,8 +36,6 @@ struct vmem {
     bfc_arena_t host;
     size_t start_cap;
     int host_fallback;
-    int compact_pending;        /* the limit was raised: compact the device arena
-                                   at the first step end where nothing is on host */
     vmem_log_fn log_fn;
     void *log_ctx;
     vmem_log_level_t log_level;

@@ -341,7 +341,6 @@ static const struct row {
     {"device", "fragmentation", "fragmentation", ROW_RATIO},
     {"device", "limit from", "limitSource", ROW_TEXT},
     {"device", "CUDA ordinal", "device", ROW_COUNT},
-    {"device", "compactions", "deviceCompactions", ROW_COUNT},
     {"device", "unused (held, no block)", "deviceUnused", ROW_SIZE},
     {"device", "unused byte-seconds", "deviceUnusedByteSeconds", ROW_COUNT},
     {"device", "unused, mean", "deviceUnusedMean", ROW_SIZE},
