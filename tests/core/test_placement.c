@@ -252,6 +252,12 @@ static void job_open(job_t *j, vmem_backend_kind_t backend, vmem_placement_t pla
     cr_assert_not_null(j->weights);
 }
 
+static void job_close(job_t *j)
+{
+    cr_assert_eq(vmem_free(j->v, j->weights), VMEM_OK);
+    vmem_destroy(j->v);
+}
+
 static void check_repeating(vmem_backend_kind_t backend)
 {
     /* Peak in use: 64 MiB weights + 12 x 24 MiB + 2 x 32 MiB = 416 MiB;
@@ -378,8 +384,7 @@ static void check_auto(int fast_rule)
     cr_assert_eq(vmem_set_limit(j.v, 120 * MiB, NULL), VMEM_OK);
     job_step(&j, j.act);
     cr_assert(!j.v->place.decided);
-    vmem_free(j.v, j.weights);
-    vmem_destroy(j.v);
+    job_close(&j);
 }
 
 Test(placement, rule_chosen_by_step_time_farthest_faster) { check_auto(PLACE_RULE_FARTHEST); }
@@ -418,8 +423,7 @@ Test(placement, swap_windows_move_blocks_out_and_back_in_time)
     cr_assert_eq(job_step(&j, j.act), 0);
     cr_assert_eq(vmem_get_stats(j.v, &st), VMEM_OK);
     cr_assert_eq(st.host_in_use, 0);
-    vmem_free(j.v, j.weights);
-    vmem_destroy(j.v);
+    job_close(&j);
 }
 
 /* Where nothing moves in place (the sim backend: a separate host arena),
@@ -435,8 +439,7 @@ Test(placement, swap_without_moves_in_place_is_farthest)
     cr_assert_eq(st.placement, VMEM_PLACEMENT_FARTHEST);
     cr_assert_eq(st.swap_out_bytes, 0);
     cr_assert_gt(st.placed_host_bytes, 0);
-    vmem_free(j.v, j.weights);
-    vmem_destroy(j.v);
+    job_close(&j);
 }
 
 /* A process that never ends a step: the record stops at its bound and
@@ -457,8 +460,7 @@ Test(placement, unbounded_step_keeps_no_metadata)
     job_step(&j, j.act);
     job_step(&j, j.act);
     cr_assert_eq(vmem_check(j.v), VMEM_OK);
-    vmem_free(j.v, j.weights);
-    vmem_destroy(j.v);
+    job_close(&j);
 }
 
 /* Naive placement is the behaviour before the planner: at a step end with
