@@ -256,11 +256,17 @@ static void *room_for_one(void *a, size_t n, size_t *cap, size_t elem, size_t fi
     return q;
 }
 
+/* Bytes of host memory kept for moves to host (big and granule handles). */
+static size_t kept_bytes(const vmm_backend_t *m)
+{
+    return (m->nkeep * m->bign + m->nsmall) * m->granule;
+}
+
 /* Keeps e for later moves to host, within keep_max; 0 if it did not fit
  * (the caller still owns it). */
 static int keep_push(vmm_backend_t *m, vmm_keep_t e)
 {
-    if (((m->nkeep + 1) * m->bign + m->nsmall) * m->granule > m->keep_max)
+    if (kept_bytes(m) + big_bytes(m) > m->keep_max)
         return 0;
     vmm_keep_t *q = room_for_one(m->hkeep, m->nkeep, &m->keep_cap, sizeof *q, 64);
     if (!q)
@@ -961,7 +967,7 @@ static void keep_host(vmm_backend_t *m, CUdeviceptr at)
  * mapping) for a later move to host, within keep_max. */
 static void keep_host_small(vmm_backend_t *m, CUdeviceptr at)
 {
-    if ((m->nkeep * m->bign + m->nsmall + 1) * m->granule > m->keep_max)
+    if (kept_bytes(m) + m->granule > m->keep_max)
         return;
     CUmemGenericAllocationHandle *q =
         room_for_one(m->hsmall, m->nsmall, &m->small_cap, sizeof *q, 256);

@@ -174,21 +174,24 @@ static int parse_rate(const char *s, double *out)
     return 0;
 }
 
-static int parse_placement(const char *s, vmem_placement_t *out)
+/* Indexed by vmem_placement_t. */
+static const char *const placement_names[] = {"planned", "naive", "farthest", "largest", "swap"};
+
+const char *placement_name(vmem_placement_t p)
 {
-    if (!strcasecmp(s, "planned"))
-        *out = VMEM_PLACEMENT_PLANNED;
-    else if (!strcasecmp(s, "naive"))
-        *out = VMEM_PLACEMENT_NAIVE;
-    else if (!strcasecmp(s, "farthest"))
-        *out = VMEM_PLACEMENT_FARTHEST;
-    else if (!strcasecmp(s, "largest"))
-        *out = VMEM_PLACEMENT_LARGEST;
-    else if (!strcasecmp(s, "swap"))
-        *out = VMEM_PLACEMENT_SWAP;
-    else
-        return -1;
-    return 0;
+    return (unsigned)p < sizeof placement_names / sizeof *placement_names ? placement_names[p]
+                                                                           : "unknown";
+}
+
+int placement_parse(const char *s, vmem_placement_t *out)
+{
+    for (unsigned i = 0; i < sizeof placement_names / sizeof *placement_names; i++) {
+        if (!strcasecmp(s, placement_names[i])) {
+            *out = (vmem_placement_t)i;
+            return 0;
+        }
+    }
+    return -1;
 }
 
 static int parse_level(const char *s, vmem_log_level_t *out)
@@ -260,7 +263,7 @@ vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
             break;
         case OPT_BACKEND: bad = parse_backend(val, (vmem_backend_kind_t *)field); break;
         case OPT_LEVEL: bad = parse_level(val, (vmem_log_level_t *)field); break;
-        case OPT_PLACEMENT: bad = parse_placement(val, (vmem_placement_t *)field); break;
+        case OPT_PLACEMENT: bad = placement_parse(val, (vmem_placement_t *)field); break;
         }
         if (bad) {
             vmem_log(NULL, VMEM_LOG_ERROR, "invalid %s=\"%s\" (expected %s)", o->name, val, o->what);

@@ -590,6 +590,19 @@ static int item_matches(const place_item_t *it, uint64_t req, uintptr_t stream)
 
 static int plan_moves(place_t *pl, const place_problem_t *p, const uint8_t *host);
 
+/* a (of *cap elements of elem bytes) made to hold at least n: a itself if
+ * it does, else the array reallocated (*cap = n), or NULL if there is no
+ * memory (a and *cap unchanged; a NULL a with n 0 also comes back NULL). */
+static void *grow_to(void *a, size_t *cap, size_t n, size_t elem)
+{
+    if (n <= *cap)
+        return a;
+    void *q = realloc(a, n * elem);
+    if (q)
+        *cap = n;
+    return q;
+}
+
 /* Plans the current step as a repetition of the last one from item `off`. */
 static int plan_make(place_t *pl, size_t off, const place_env_t *env)
 {
@@ -599,13 +612,9 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
     uint32_t len = last->nevents - at0;
     uint64_t *size = malloc(n * sizeof *size), *end = malloc(n * sizeof *end);
     uint32_t *at = malloc(n * sizeof *at);
-    if (n > pl->plan_cap) {
-        uint8_t *np = realloc(pl->plan, n);
-        if (np) {
-            pl->plan = np;
-            pl->plan_cap = n;
-        }
-    }
+    uint8_t *np = grow_to(pl->plan, &pl->plan_cap, n, 1);
+    if (np)
+        pl->plan = np;
     if (!size || !end || !at || n > pl->plan_cap) {
         free(size);
         free(end);
@@ -653,14 +662,10 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
     free(at);
     free(out_at);
     free(in_at);
-    if (ok && n > pl->cur_of_cap) {
-        uint32_t *nc = realloc(pl->cur_of, n * sizeof *nc);
-        ok = nc != NULL;
-        if (nc) {
-            pl->cur_of = nc;
-            pl->cur_of_cap = n;
-        }
-    }
+    uint32_t *nc = ok ? grow_to(pl->cur_of, &pl->cur_of_cap, n, sizeof *nc) : NULL;
+    ok = nc != NULL;
+    if (nc)
+        pl->cur_of = nc;
     if (!ok)
         return -1;
     for (size_t k = 0; k < n; k++)
@@ -706,13 +711,10 @@ static int plan_moves(place_t *pl, const place_problem_t *p, const uint8_t *host
     size_t want = 0;
     for (size_t i = 0; i < p->n; i++)
         want += host[i] == 2 ? 2 : 0;
-    if (want > pl->moves_cap) {
-        place_move_t *nm = realloc(pl->moves, want * sizeof *nm);
-        if (!nm)
-            return -1;
-        pl->moves = nm;
-        pl->moves_cap = want;
-    }
+    place_move_t *nm = want ? grow_to(pl->moves, &pl->moves_cap, want, sizeof *nm) : pl->moves;
+    if (want && !nm)
+        return -1;
+    pl->moves = nm;
     for (size_t i = 0; i < p->n; i++) {
         if (host[i] != 2)
             continue;
@@ -1021,13 +1023,9 @@ void place_step_end(place_t *pl, const place_env_t *env)
     record_reset(r);
     r->dev_start = env->dev_in_use;
     r->peak_total = pl->live_total;
-    if (last->n > pl->wrap_cap) {
-        uint32_t *nw = realloc(pl->wrap, last->n * sizeof *nw);
-        if (nw) {
-            pl->wrap = nw;
-            pl->wrap_cap = last->n;
-        }
-    }
+    uint32_t *nw = grow_to(pl->wrap, &pl->wrap_cap, last->n, sizeof *nw);
+    if (nw)
+        pl->wrap = nw;
     pl->wrap_n = last->n <= pl->wrap_cap ? last->n : 0;
     for (size_t k = 0; k < pl->wrap_n; k++)
         pl->wrap[k] = PLACE_OPEN;

@@ -11,6 +11,18 @@
 #include "safefile.h"
 #include "vmem_internal.h"
 
+vmem_placement_t placement_in_force(const vmem_t *v)
+{
+    static const vmem_placement_t of_rule[PLACE_NRULES] = {
+        [PLACE_RULE_FARTHEST] = VMEM_PLACEMENT_FARTHEST,
+        [PLACE_RULE_LARGEST] = VMEM_PLACEMENT_LARGEST,
+        [PLACE_RULE_SWAP] = VMEM_PLACEMENT_SWAP};
+    if (!v->place.plans)
+        return VMEM_PLACEMENT_NAIVE;
+    return v->place.rule >= 0 && v->place.rule < PLACE_NRULES ? of_rule[v->place.rule]
+                                                              : VMEM_PLACEMENT_FARTHEST;
+}
+
 vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
 {
     if (!v || !out || out->size < offsetof(vmem_stats_t, limit))
@@ -53,10 +65,7 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.step_host_max = v->last_step_host_max;
     s.host_fallback = v->host_fallback;
     s.perf = atomic_load(&v->perf);
-    s.placement = !v->place.plans                     ? VMEM_PLACEMENT_NAIVE
-                  : v->place.rule == PLACE_RULE_LARGEST ? VMEM_PLACEMENT_LARGEST
-                  : v->place.rule == PLACE_RULE_SWAP    ? VMEM_PLACEMENT_SWAP
-                                                        : VMEM_PLACEMENT_FARTHEST;
+    s.placement = placement_in_force(v);
     s.plan_swap_bytes = v->place.stats.last_plan_swap_bytes;
     s.swap_out_bytes = v->place.stats.swap_out_bytes;
     s.swap_in_bytes = v->place.stats.swap_in_bytes;
@@ -191,10 +200,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)s.failures, (unsigned long long)s.bad_frees,
             (unsigned long long)s.steps, frag);
     jprintf(&j, ",\"placement\":\"%s\",\"placedHostAllocs\":%llu,\"placedHostBytes\":%llu",
-            s.placement == VMEM_PLACEMENT_NAIVE     ? "naive"
-            : s.placement == VMEM_PLACEMENT_LARGEST ? "largest"
-            : s.placement == VMEM_PLACEMENT_SWAP    ? "swap"
-                                                    : "farthest",
+            placement_name((vmem_placement_t)s.placement),
             (unsigned long long)s.placed_host_allocs, (unsigned long long)s.placed_host_bytes);
     jprintf(&j, ",\"fallbackAllocs\":%llu,\"fallbackBytes\":%llu,\"movedToHostBytes\":%llu",
             (unsigned long long)s.fallback_allocs, (unsigned long long)s.fallback_bytes,

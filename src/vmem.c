@@ -73,7 +73,6 @@ static void place_debug(void *ctx, const place_t *pl)
     if (v->log_level > VMEM_LOG_DEBUG)
         return;
     static const char *names[] = {"learn", "match", "plan", "resync", "diverged"};
-    static const char *rules[] = {"farthest", "largest", "swap"};
     vmem_log(v, VMEM_LOG_DEBUG,
              "placement: step %llu %s (offset %zu, %zu allocations, %u re-matches): plan %llu "
              "bytes on host; placed %llu, fallback %llu, unplanned spills %llu; margin %llu + %llu; "
@@ -83,7 +82,7 @@ static void place_debug(void *ctx, const place_t *pl)
              pl->rec[pl->cur].n, pl->resyncs, (unsigned long long)pl->stats.last_plan_host_bytes,
              (unsigned long long)pl->step_placed, (unsigned long long)pl->step_fallback,
              (unsigned long long)pl->step_naive, (unsigned long long)pl->margin,
-             (unsigned long long)pl->extra, rules[pl->rule < PLACE_NRULES ? pl->rule : 0],
+             (unsigned long long)pl->extra, placement_name(placement_in_force(v)),
              pl->auto_rule ? (pl->decided ? ", chosen" : ", on trial") : "", pl->trial_best[0],
              pl->trial_best[1], pl->trial_best[2], pl->nmoves,
              (unsigned long long)pl->stats.swap_out_bytes, (unsigned long long)pl->stats.swap_in_bytes,

@@ -193,6 +193,13 @@ vmem_status_t stats_write_file(vmem_t *v, const char *path);
  * "CUDA_DEVICE_MEMORY_LIMIT", or "device" with *limit 0: the device's free
  * memory).  The plugin variables are read only when cfg->limit is 0.
  * VMEM_ERR_ENV (logged) if a plugin variable is malformed. */
+/* VMEM_PLACEMENT's names (options.c): the name of p, "unknown" if none;
+ * placement_parse sets *out from a name (any case), -1 if none. */
+const char *placement_name(vmem_placement_t p);
+int placement_parse(const char *s, vmem_placement_t *out);
+/* The placement in force (stats.c): the planner's rule, NAIVE without one. */
+vmem_placement_t placement_in_force(const vmem_t *v);
+
 vmem_status_t options_limit_default(const vmem_config_t *cfg, size_t *limit, char *source,
                                     size_t len);
 

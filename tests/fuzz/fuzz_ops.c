@@ -1083,12 +1083,8 @@ static void shadow_open(shadow_t *s, uint8_t c)
      * windows move live blocks before allocations; with VMEM_VMM_BIG_MIB=4
      * the fuzzer's blocks hold whole move units). */
     const char *pl = getenv("FUZZ_PLACEMENT");
-    if (pl && *pl) {
-        static const char *names[] = {"planned", "naive", "farthest", "largest", "swap"};
-        for (int i = 0; i < 5; i++)
-            if (!strcmp(pl, names[i]))
-                cfg.placement = (vmem_placement_t)i;
-    }
+    if (pl && *pl)
+        placement_parse(pl, &cfg.placement);
     switch ((c >> 3) & 3) {
     case 0: cfg.limit = 0; break;                            /* the device's free memory */
     case 1: cfg.limit = 16 * MiB; break;
