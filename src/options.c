@@ -117,7 +117,7 @@ static int parse_bool(const char *s, int *out)
     return -1;
 }
 
-static int parse_u64(const char *s, uint64_t *out)
+int options_parse_u64(const char *s, uint64_t *out)
 {
     if (!isdigit((unsigned char)*s))
         return -1;
@@ -133,7 +133,7 @@ static int parse_u64(const char *s, uint64_t *out)
 static int parse_int(const char *s, int *out)
 {
     uint64_t v;
-    if (parse_u64(s, &v) != 0 || v > 1024)
+    if (options_parse_u64(s, &v) != 0 || v > 1024)
         return -1;
     *out = (int)v;
     return 0;
@@ -252,7 +252,7 @@ vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
                       *(size_t *)field > VMEM_SIM_CAPACITY_MAX;
             break;
         case OPT_BOOL: bad = parse_bool(val, (int *)field); break;
-        case OPT_U64: bad = parse_u64(val, (uint64_t *)field); break;
+        case OPT_U64: bad = options_parse_u64(val, (uint64_t *)field); break;
         case OPT_INT: bad = parse_int(val, (int *)field); break;
         case OPT_RATE: bad = parse_rate(val, (double *)field); break;
         case OPT_STR:

@@ -1,6 +1,5 @@
 /* The allocator: routing between the device arena and the host fallback,
  * the limit, the step hook, pointer information and the vtable. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,14 +94,12 @@ static long env_events(const char *name, const char *e, long dflt)
 {
     if (!e || !*e)
         return dflt;
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(e, &end, 10);
-    if (*end || errno || n < 0 || n > 1000000) {
+    uint64_t n;
+    if (options_parse_u64(e, &n) != 0 || n > 1000000) {
         vmem_log(NULL, VMEM_LOG_ERROR, "invalid %s=\"%s\" (expected a count of events)", name, e);
         return -1;
     }
-    return n;
+    return (long)n;
 }
 
 /* The planner's rule and trials (placement.c; swap windows: swap.c).

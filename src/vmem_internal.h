@@ -193,6 +193,10 @@ vmem_status_t stats_write_file(vmem_t *v, const char *path);
  * "CUDA_DEVICE_MEMORY_LIMIT", or "device" with *limit 0: the device's free
  * memory).  The plugin variables are read only when cfg->limit is 0.
  * VMEM_ERR_ENV (logged) if a plugin variable is malformed. */
+/* A decimal count (digits only, no sign or blanks) that fits 64 bits:
+ * 0, or -1 (options.c). */
+int options_parse_u64(const char *s, uint64_t *out);
+
 /* VMEM_PLACEMENT's names (options.c): the name of p, "unknown" if none;
  * placement_parse sets *out from a name (any case), -1 if none. */
 const char *placement_name(vmem_placement_t p);
