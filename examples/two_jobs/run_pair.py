@@ -26,6 +26,10 @@ pair; steps before the window are not counted.  Writes DIR/summary.json:
 steps, samples/s, step times per phase, spills and failures of each job, and
 for a pair, per phase of the high-priority job, the opportunistic job's steps,
 the share of the phase it spent in a step, and its median perf.
+hp-opp-idle (a diagnostic): both jobs, no scheduler; the opportunistic job
+runs its warm-up steps at half the budget and is then suspended (perf 0) for
+the whole run, so the high-priority job runs alone on the GPU beside an idle
+second process.
 """
 import argparse
 import gzip
@@ -52,6 +56,15 @@ def read_log(path):
     except OSError:
         pass
     return out
+
+
+def parse_budget(text):
+    """Bytes from "6174015488" or "64G"-style (K, M, G: powers of 1024)."""
+    t = text.strip().upper()
+    for suffix, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if t.endswith(suffix):
+            return int(t[:-1]) << shift
+    return int(t)
 
 
 def read_stats(path):
@@ -116,7 +129,7 @@ def add_opp_per_phase(hp_summary, hp_rows, opp_rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", required=True,
-                    choices=["dynamic", "static", "hp-alone", "opp-alone"])
+                    choices=["dynamic", "static", "hp-alone", "opp-alone", "hp-opp-idle"])
     ap.add_argument("--out", required=True)
     ap.add_argument("--budget", required=True)
     ap.add_argument("--hp-phases", required=True)
@@ -201,12 +214,19 @@ def main():
                 if ctl.get("limit", 0) > 0 and (st is None or st.get("limit") == ctl["limit"]):
                     break
                 time.sleep(0.01)
+        if a.config == "hp-opp-idle":  # no scheduler: half the budget, suspended after warm-up
+            subprocess.run([a.vmemctl, "set", files["opp"]["control.json"], "limit",
+                            str(parse_budget(a.budget) // 2)], check=True, stdout=subprocess.DEVNULL)
         open(files["opp"]["go"], "w").close()
         # its warm-up steps (kernel loading) before the clock starts
         deadline = time.time() + 120
         while procs["opp"].poll() is None and time.time() < deadline and \
                 len(read_log(files["opp"]["log.jsonl"])) < a.opp_warmup_steps:
             time.sleep(0.01)
+        if a.config == "hp-opp-idle":
+            subprocess.run([a.vmemctl, "set", files["opp"]["control.json"], "perf", "0"],
+                           check=True, stdout=subprocess.DEVNULL)
+            time.sleep(0.2)  # it ends the step it is in, then waits at its boundary
     t0 = t_opp = time.time()
     if "hp" in procs:
         open(files["hp"]["go"], "w").close()
@@ -216,6 +236,9 @@ def main():
         time.sleep(a.opp_seconds)
     t_end = time.time()
     open(done, "w").close()
+    if a.config == "hp-opp-idle":  # wake it so that it sees the stop file
+        subprocess.run([a.vmemctl, "set", files["opp"]["control.json"], "perf", "100"],
+                       stdout=subprocess.DEVNULL)
     rc = {}
     for name, p in procs.items():
         try:

@@ -145,6 +145,11 @@ def worker(a):
                 s0 = L.stats()
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
+                prof = None
+                if a.profile and frac is not None and frac < 1.0 and k == n - 1:
+                    prof = torch.profiler.profile(
+                        activities=[torch.profiler.ProfilerActivity.CUDA])
+                    prof.__enter__()
                 with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
                     loss = step_fn(model, i)
                 opt.zero_grad(set_to_none=True)
@@ -152,6 +157,11 @@ def worker(a):
                 opt.step()  # the hook ends the libvmem step here
                 torch.cuda.synchronize()
                 dt = time.perf_counter() - t0
+                if prof is not None:  # CUT_PROFILE=1: where the last cut step's GPU time goes
+                    prof.__exit__(None, None, None)
+                    log("profile %s %s %s (step %.1f ms, profiled):\n%s" % (
+                        a.job, a.mode, name, dt * 1e3,
+                        prof.key_averages().table(sort_by="cuda_time_total", row_limit=18)))
                 s1 = L.stats()
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
                        "host_placed": s1["spilledBytes"] - s0["spilledBytes"],
@@ -259,6 +269,9 @@ def main():
     p.add_argument("--cut", type=int, default=int(os.environ.get("CUT_STEPS", "10")))
     p.add_argument("--raised", type=int, default=int(os.environ.get("CUT_RAISED", "3")))
     p.add_argument("--bandwidth", action="store_true")
+    p.add_argument("--profile", action="store_true",
+                   default=os.environ.get("CUT_PROFILE", "0") not in ("", "0"),
+                   help="profile the last step of each cut (CUT_PROFILE=1)")
     p.add_argument("--result")
     p.add_argument("--timeout", type=int, default=300)
     a = p.parse_args()
