@@ -418,6 +418,31 @@ def test_one_libvmem_step_per_training_step():
           "step-count guard: exit %d %s %s" % (r.returncode, r.stdout[-1000:], r.stderr[-2000:]))
 
 
+def test_hp_opp_idle_sim():
+    """run_pair's diagnostic config: the opportunistic job runs its warm-up
+    step, is suspended (perf 0) for the whole high-priority run, takes no
+    step in it, and still ends (woken for the stop file)."""
+    vmemctl = os.environ.get("VMEMCTL_EXE") or os.path.join(ROOT, "build", "tools", "vmemctl")
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, os.path.join(ROOT, "examples", "two_jobs", "run_pair.py"),
+               "--config", "hp-opp-idle", "--mode", "sim", "--out", out, "--budget", "3G",
+               "--hp-phases", "8:20,16:20", "--opp-batch", "40", "--vmemctl", vmemctl]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        check(r.returncode == 0, "hp-opp-idle exit %d: %s %s" % (r.returncode, r.stdout[-2000:],
+                                                                r.stderr[-2000:]))
+        if r.returncode != 0:
+            return
+        s = json.load(open(os.path.join(out, "summary.json")))
+        check(s["exit"] == {"hp": 0, "opp": 0}, "hp-opp-idle exits %s" % s["exit"])
+        check([x["steps"] for x in s["hp"]["phases"]] == [20, 20], "hp-opp-idle hp phases %s"
+              % s["hp"]["phases"])
+        check(s["opp"]["steps"] == 0, "the suspended job took %d steps during the hp run"
+              % s["opp"]["steps"])
+        ctl = json.load(open(os.path.join(out, "opp.control.json")))
+        check(ctl.get("limit") == 3 * GiB // 2, "opp limit %s, not half the budget"
+              % ctl.get("limit"))
+
+
 def main():
     test_one_libvmem_step_per_training_step()
     test_policy()
@@ -428,6 +453,7 @@ def main():
     test_free_memory_stays_with_the_high_priority_job()
     test_opp_runs_alone_before_the_hp_job_starts()
     test_end_to_end_sim()
+    test_hp_opp_idle_sim()
     print("%d failure(s)" % len(FAILS))
     return 1 if FAILS else 0
 
