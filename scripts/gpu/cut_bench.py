@@ -161,7 +161,8 @@ def worker(a):
                     prof.__exit__(None, None, None)
                     log("profile %s %s %s (step %.1f ms, profiled):\n%s" % (
                         a.job, a.mode, name, dt * 1e3,
-                        prof.key_averages().table(sort_by="cuda_time_total", row_limit=18)))
+                        prof.key_averages().table(sort_by="cuda_time_total", row_limit=18,
+                                                   max_name_column_width=90)))
                 s1 = L.stats()
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
                        "host_placed": s1["spilledBytes"] - s0["spilledBytes"],
