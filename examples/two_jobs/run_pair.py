@@ -41,6 +41,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from scheduler import parse_size  # noqa: E402  (bytes, or 64G-style)
 
 
 def read_log(path):
@@ -56,15 +58,6 @@ def read_log(path):
     except OSError:
         pass
     return out
-
-
-def parse_budget(text):
-    """Bytes from "6174015488" or "64G"-style (K, M, G: powers of 1024)."""
-    t = text.strip().upper()
-    for suffix, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if t.endswith(suffix):
-            return int(t[:-1]) << shift
-    return int(t)
 
 
 def read_stats(path):
@@ -216,7 +209,7 @@ def main():
                 time.sleep(0.01)
         if a.config == "hp-opp-idle":  # no scheduler: half the budget, suspended after warm-up
             subprocess.run([a.vmemctl, "set", files["opp"]["control.json"], "limit",
-                            str(parse_budget(a.budget) // 2)], check=True, stdout=subprocess.DEVNULL)
+                            str(parse_size(a.budget) // 2)], check=True, stdout=subprocess.DEVNULL)
         open(files["opp"]["go"], "w").close()
         # its warm-up steps (kernel loading) before the clock starts
         deadline = time.time() + 120

@@ -250,19 +250,26 @@ def test_policy_never_promises_more_than_the_budget():
             return
 
 
-def test_end_to_end_sim():
+def run_pair_sim(out, config, phases, extra=()):
+    """examples/two_jobs/run_pair.py on the simulator, budget 3G, into out:
+    its summary.json as a dict, or None after a failed exit (checked)."""
     vmemctl = os.environ.get("VMEMCTL_EXE") or os.path.join(ROOT, "build", "tools", "vmemctl")
+    cmd = [sys.executable, os.path.join(ROOT, "examples", "two_jobs", "run_pair.py"),
+           "--config", config, "--mode", "sim", "--out", out, "--budget", "3G",
+           "--hp-phases", phases, "--opp-batch", "40", "--vmemctl", vmemctl] + list(extra)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    check(r.returncode == 0, "run_pair %s exit %d: %s %s" % (config, r.returncode,
+                                                            r.stdout[-2000:], r.stderr[-2000:]))
+    if r.returncode != 0:
+        return None
+    return json.load(open(os.path.join(out, "summary.json")))
+
+
+def test_end_to_end_sim():
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, os.path.join(ROOT, "examples", "two_jobs", "run_pair.py"),
-               "--config", "dynamic", "--mode", "sim", "--out", out, "--budget", "3G",
-               "--hp-phases", "8:30,32:40,64:40", "--opp-batch", "40", "--vmemctl", vmemctl,
-               "--scheduler-args", "--interval 0.02"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-        check(r.returncode == 0, "run_pair exit %d: %s %s" % (r.returncode, r.stdout[-2000:],
-                                                             r.stderr[-2000:]))
-        if r.returncode != 0:
+        s = run_pair_sim(out, "dynamic", "8:30,32:40,64:40", ["--scheduler-args", "--interval 0.02"])
+        if s is None:
             return
-        s = json.load(open(os.path.join(out, "summary.json")))
         check(s["hp"]["failures"] == 0 and s["opp"]["failures"] == 0, "failed allocations")
         check(s["opp"]["steps"] > 5, "the opportunistic job hardly ran: %d" % s["opp"]["steps"])
         ph = s["hp"]["phases"]
@@ -422,17 +429,10 @@ def test_hp_opp_idle_sim():
     """run_pair's diagnostic config: the opportunistic job runs its warm-up
     step, is suspended (perf 0) for the whole high-priority run, takes no
     step in it, and still ends (woken for the stop file)."""
-    vmemctl = os.environ.get("VMEMCTL_EXE") or os.path.join(ROOT, "build", "tools", "vmemctl")
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, os.path.join(ROOT, "examples", "two_jobs", "run_pair.py"),
-               "--config", "hp-opp-idle", "--mode", "sim", "--out", out, "--budget", "3G",
-               "--hp-phases", "8:20,16:20", "--opp-batch", "40", "--vmemctl", vmemctl]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-        check(r.returncode == 0, "hp-opp-idle exit %d: %s %s" % (r.returncode, r.stdout[-2000:],
-                                                                r.stderr[-2000:]))
-        if r.returncode != 0:
+        s = run_pair_sim(out, "hp-opp-idle", "8:20,16:20")
+        if s is None:
             return
-        s = json.load(open(os.path.join(out, "summary.json")))
         check(s["exit"] == {"hp": 0, "opp": 0}, "hp-opp-idle exits %s" % s["exit"])
         check([x["steps"] for x in s["hp"]["phases"]] == [20, 20], "hp-opp-idle hp phases %s"
               % s["hp"]["phases"])
