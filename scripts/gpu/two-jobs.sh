@@ -9,7 +9,8 @@
 #   OUT=/tmp/two bash scripts/gpu/two-jobs.sh              # standalone (build-gpu/ built)
 # Knobs (environment): TWO_JOBS_HP_PHASES (default 32:120,96:120,192:120 = batch:steps),
 # TWO_JOBS_OPP_BATCH (96), TWO_JOBS_MODEL (resnet50), TWO_JOBS_HP_MAX_SECONDS (35),
-# TWO_JOBS_SCHEDULER_ARGS (--interval 0.02), TWO_JOBS_RUNS (hp-alone,opp-alone,static,dynamic:
+# TWO_JOBS_SCHEDULER_ARGS (--interval 0.02), TWO_JOBS_REPEAT (2: hp-alone and dynamic run that
+# many times, alternating; phase ratios of the medians over the runs), TWO_JOBS_RUNS (hp-alone,opp-alone,static,dynamic:
 # the runs to do; hp-alone and dynamic always run), TWO_JOBS_BUDGET (bytes or 6G-style; required
 # without opp-alone; run 4's was 6174015488).
 set -uo pipefail
