@@ -137,3 +137,18 @@ int safefile_temp(const char *target, char **tmp)
     *tmp = name;
     return fd;
 }
+
+int safefile_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return 0;
+        done += (size_t)w;
+    }
+    return 1;
+}

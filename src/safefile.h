@@ -37,4 +37,9 @@ char *safefile_replace_target(const char *path, char *why, size_t wlen);
  * or -1 with errno set. */
 int safefile_temp(const char *target, char **tmp);
 
+/* Writes all len bytes of buf to fd, retrying short writes and EINTR.
+ * Returns 1 when all were written, 0 on an error (errno set) or a write
+ * that wrote nothing. */
+int safefile_write_all(int fd, const void *buf, size_t len);
+
 #endif

@@ -259,17 +259,7 @@ vmem_status_t stats_write_file(vmem_t *v, const char *path)
         int fd = safefile_temp(target, &tmp);
         if (fd >= 0) {
             buf[need] = '\n';
-            size_t done = 0;
-            ok = fchmod(fd, 0644) == 0;
-            while (ok && done < need + 1) {
-                ssize_t w = write(fd, buf + done, need + 1 - done);
-                if (w < 0 && errno == EINTR)
-                    continue;
-                if (w <= 0)
-                    ok = 0;
-                else
-                    done += (size_t)w;
-            }
+            ok = fchmod(fd, 0644) == 0 && safefile_write_all(fd, buf, need + 1);
             ok = close(fd) == 0 && ok;
             ok = ok && rename(tmp, target) == 0;
         }

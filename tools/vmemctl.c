@@ -147,17 +147,7 @@ static int file_replace(const char *path, const char *text)
     }
     struct stat st;
     mode_t mode = stat(target, &st) == 0 ? (st.st_mode & 07777) : 0644;
-    size_t len = strlen(text), done = 0;
-    int ok = fchmod(fd, mode) == 0;
-    while (ok && done < len) {
-        ssize_t w = write(fd, text + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            ok = 0;
-        else
-            done += (size_t)w;
-    }
+    int ok = fchmod(fd, mode) == 0 && safefile_write_all(fd, text, strlen(text));
     ok = ok && fsync(fd) == 0;
     ok = close(fd) == 0 && ok;
     ok = ok && rename(tmp, target) == 0;

@@ -42,7 +42,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from scheduler import parse_size  # noqa: E402  (bytes, or 64G-style)
+from scheduler import parse_size, read_stats  # noqa: E402
 
 
 def read_log(path):
@@ -58,14 +58,6 @@ def read_log(path):
     except OSError:
         pass
     return out
-
-
-def read_stats(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def summarise(rows, t_start, t_end):
