@@ -169,21 +169,30 @@ def main():
     within = len(dyn["hp"].get("phases", [])) == len(alone["hp"]["phases"])
     st_phases = {p["phase"]: p for p in static.get("hp", {}).get("phases", [])}
 
-    def medians(runs_, ph):
-        return [p["median_step_s"] for s_ in runs_ for p in s_.get("hp", {}).get("phases", [])
-                if p["phase"] == ph]
+    def medians(runs_, ph, key="median_step_s"):
+        return [p.get(key, p["mean_step_s"]) for s_ in runs_
+                for p in s_.get("hp", {}).get("phases", []) if p["phase"] == ph]
+
+    within_mean = within
 
     for pa, pd in zip(alone["hp"]["phases"], dyn["hp"].get("phases", [])):
         ma, md = medians(alones, pa["phase"]), medians(dyns, pa["phase"])
         r = statistics.median(md) / statistics.median(ma)
         within = within and r <= 1.10
+        # the mean sees the steps slowed by the other job's bursts, which
+        # the median hides (run 8: medians 1.00-1.01, a third of the steps
+        # of phases 0 and 1 over 1.1x); the median over the runs of each
+        # run's mean without the phase's first two steps
+        r_mean = (statistics.median(medians(dyns, pa["phase"], "mean_settled_step_s")) /
+                  statistics.median(medians(alones, pa["phase"], "mean_settled_step_s")))
+        within_mean = within_mean and r_mean <= 1.10
         spread_rows.append((pa["phase"], " ".join("%.1f" % (x * 1e3) for x in ma),
                             max(ma) / min(ma), " ".join("%.1f" % (x * 1e3) for x in md), r))
         ps = st_phases.get(pa["phase"])
         phase_rows.append((pa["phase"], pa["batch"], pa["peak_bytes"] / MiB,
                            statistics.median(ma) * 1e3, statistics.median(md) * 1e3, r,
                            "yes" if r <= 1.10 else "NO",
-                           pd["mean_step_s"] / pa["mean_step_s"], pd["steps"], pd["spilled_steps"],
+                           r_mean, pd["steps"], pd["spilled_steps"],
                            pd.get("opp_steps", 0), pd.get("opp_busy", 0.0),
                            pd.get("opp_perf_median", 0),
                            ps["median_step_s"] * 1e3 if ps else float("nan"),
@@ -208,7 +217,8 @@ def main():
               "repeat_runs": {"hp-alone": alones[1:], "dynamic": dyns[1:]},
               "compare_dynamic": compare,
               "controller_baselines_ms": baselines,
-              "hp_within_10pct_median": within, "no_failure": no_fail}
+              "hp_within_10pct_median": within, "hp_within_10pct_mean": within_mean,
+              "no_failure": no_fail}
     json.dump(result, open(os.path.join(OUT, "two_jobs.json"), "w"), indent=1)
     if os.path.exists(csv):
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "plot_two_jobs.py"), csv,
@@ -258,6 +268,8 @@ def main():
           (", ".join("%.1f" % b for b in baselines) or "none"))
     print("\nhigh-priority median step time within 10%% of alone in every phase: %s" %
           ("yes" if within else "NO"))
+    print("high-priority mean step time (first two steps of each phase left out) within 10%% "
+          "of alone in every phase: %s" % ("yes" if within_mean else "NO"))
     print("no failed allocation and no failed process in any run: %s" %
           ("yes" if no_fail else "NO"))
     print("memory over time (dynamic): %s" % os.path.join(OUT, "memory.svg"))

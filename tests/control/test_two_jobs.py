@@ -201,12 +201,54 @@ def test_controller_tracks_the_target():
         _, _, perf = p.update(hp_stats(step, 4 * GiB, step_s=0.13), opp_stats(0), step * 0.1)
     check(perf <= 30, "slowdown 1.30 at share 80: %d after one decision" % perf)
     for bad in ({"perf_min": 0}, {"perf_start": 101}, {"gain": 0}, {"decide_steps": 0},
-                {"probe_steps": 0}, {"probe_windows": 1}, {"settle_steps": -1}):
+                {"probe_steps": 0}, {"probe_windows": 1}, {"settle_steps": -1},
+                {"ratio_stat": "max"}):
         try:
             scheduler.Policy(budget, head, **bad)
             check(False, "accepted %s" % bad)
         except ValueError:
             pass
+
+
+def bursty_run(ratio_stat, steps=600, frac=0.4, burst=1.6):
+    """The high-priority job beside bursts of the other job (H100 run 8,
+    phases 0-1: medians 1.00-1.01x alone while a third of the steps took
+    1.1-1.6x): of every 5 steps, round(5 * frac * perf / 100) are slowed by
+    `burst`, the rest run as alone.  Returns the mean slowdown of the last
+    half and the shares."""
+    p = scheduler.Policy(16 * GiB, GiB, window=5.0, probe_steps=4, slo=0.05, perf_start=100,
+                         ratio_stat=ratio_stat)
+    t, step, perf, opp_l = 0.0, 0, 0, 0
+    for _ in range(10):  # probe: alone at 0.1 s a step
+        t += 0.1
+        step += 1
+        _, opp_l, perf = p.update(hp_stats(step, 4 * GiB), opp_stats(0), t)
+    slow, shares = [], []
+    for i in range(steps):
+        k = round(5 * frac * perf / 100.0)
+        x = burst if i % 5 < k else 1.0
+        t += 0.1 * x
+        step += 1
+        _, opp_l, perf = p.update(hp_stats(step, 4 * GiB, step_s=0.1 * x), opp_stats(opp_l), t)
+        slow.append(x)
+        shares.append(perf)
+    half = slow[steps // 2:]
+    return sum(half) / len(half), shares
+
+
+def test_controller_sees_bursts():
+    """A share that slows a minority of the high-priority job's steps moves
+    its mean step time, not its median: the controller must act on the mean
+    (the default), and acting on the median (through run 8) must not keep
+    the mean within 10% here, or this check could not tell them apart."""
+    mean_slow, shares = bursty_run("mean")
+    check(mean_slow <= 1.10, "mean controller: mean slowdown %.3f over 1.10 (shares %s)" %
+          (mean_slow, shares[-10:]))
+    check(min(shares[len(shares) // 2:]) >= 10, "mean controller: share under the floor")
+    check(max(shares[len(shares) // 2:]) > 10, "mean controller: the other job starved")
+    med_slow, med_shares = bursty_run("median")
+    check(med_slow > 1.10, "median controller kept the mean at %.3f: the model does not "
+          "tell the two apart (shares %s)" % (med_slow, med_shares[-10:]))
 
 
 def test_opp_runs_alone_before_the_hp_job_starts():
@@ -449,6 +491,7 @@ def main():
     test_policy_slow_release_and_a_job_that_does_not_fit()
     test_policy_never_promises_more_than_the_budget()
     test_controller_tracks_the_target()
+    test_controller_sees_bursts()
     test_baseline_after_a_growth_waits_for_the_step_time_to_settle()
     test_free_memory_stays_with_the_high_priority_job()
     test_opp_runs_alone_before_the_hp_job_starts()
