@@ -247,6 +247,11 @@ def summarise(results):
             if len(rs) > 1:
                 row["raised_second_step_ms"] = rs[1]["ms"]
                 row["raised_vs_full"] = rs[1]["ms"] / full
+                # one step is one sample: the median of every step from the
+                # second on says whether a slower second step is the rule
+                row["raised_steps_ms"] = [round(s["ms"], 1) for s in rs]
+                row["raised_median_from_second_vs_full"] = (
+                    statistics.median(s["ms"] for s in rs[1:]) / full)
                 row["host_in_use_after_raise"] = rs[-1]["host_in_use"]
             if ref:
                 mine = [s["loss"] for s in st]
@@ -313,6 +318,13 @@ def main():
             r.get("zero_copy_floor_ms", float("nan")), r.get("vs_zero_copy_floor", float("nan")),
             r.get("overlap_floor_ms", float("nan")), r.get("raised_vs_full", float("nan")),
             r.get("losses_bitwise_equal")))
+    log("\nafter each raise: every step's ms, and the median from the second step on over the "
+        "full step:")
+    for r in rows:
+        if "raised_steps_ms" in r:
+            log("%-9s %-8s %-6s %s  median from the second: %.3f" % (
+                r["job"], r["mode"], r["cut"], r["raised_steps_ms"],
+                r["raised_median_from_second_vs_full"]))
     log("\nhost bytes per step (of them swapped out and back) and the lifetime of the blocks on host "
         "(bytes-weighted, last three steps of each cut):")
     for r in rows:
