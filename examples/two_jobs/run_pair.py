@@ -72,12 +72,12 @@ def summarise(rows, t_start, t_end):
     per_phase = []
     for ph in sorted(phases):
         rs = phases[ph]
+        settled = [r["step_s"] for r in rs[2:] or rs]  # the batch change left out
         per_phase.append({
             "phase": ph, "batch": rs[0]["batch"], "steps": len(rs),
-            "median_step_s": statistics.median(r["step_s"] for r in rs[2:] or rs),
+            "median_step_s": statistics.median(settled),
             "mean_step_s": statistics.mean(r["step_s"] for r in rs),
-            # without the first two steps, as the median
-            "mean_settled_step_s": statistics.mean(r["step_s"] for r in rs[2:] or rs),
+            "mean_settled_step_s": statistics.mean(settled),
             "spilled_steps": sum(1 for r in rs if r["host_max"] > 0),
             "peak_bytes": max(r["dev_max"] + r["host_max"] for r in rs)})
     return {

@@ -169,22 +169,23 @@ def main():
     within = len(dyn["hp"].get("phases", [])) == len(alone["hp"]["phases"])
     st_phases = {p["phase"]: p for p in static.get("hp", {}).get("phases", [])}
 
-    def medians(runs_, ph, key="median_step_s"):
-        return [p.get(key, p["mean_step_s"]) for s_ in runs_
+    def per_run(runs_, ph, key="median_step_s"):
+        """Each run's figure `key` for phase ph."""
+        return [p[key] for s_ in runs_
                 for p in s_.get("hp", {}).get("phases", []) if p["phase"] == ph]
 
     within_mean = within
 
     for pa, pd in zip(alone["hp"]["phases"], dyn["hp"].get("phases", [])):
-        ma, md = medians(alones, pa["phase"]), medians(dyns, pa["phase"])
+        ma, md = per_run(alones, pa["phase"]), per_run(dyns, pa["phase"])
         r = statistics.median(md) / statistics.median(ma)
         within = within and r <= 1.10
         # the mean sees the steps slowed by the other job's bursts, which
         # the median hides (run 8: medians 1.00-1.01, a third of the steps
         # of phases 0 and 1 over 1.1x); the median over the runs of each
         # run's mean without the phase's first two steps
-        r_mean = (statistics.median(medians(dyns, pa["phase"], "mean_settled_step_s")) /
-                  statistics.median(medians(alones, pa["phase"], "mean_settled_step_s")))
+        r_mean = (statistics.median(per_run(dyns, pa["phase"], "mean_settled_step_s")) /
+                  statistics.median(per_run(alones, pa["phase"], "mean_settled_step_s")))
         within_mean = within_mean and r_mean <= 1.10
         spread_rows.append((pa["phase"], " ".join("%.1f" % (x * 1e3) for x in ma),
                             max(ma) / min(ma), " ".join("%.1f" % (x * 1e3) for x in md), r))
