@@ -39,6 +39,8 @@ LD_LIBRARY_PATH="${VMEM_TEST_LD:-$LD_LIBRARY_PATH}" "${BUILD:-build-gpu}/tests/g
     >"$OUT/driver-probe.json" 2>&1 || { echo "FAIL vmm-driver-probe"; rc=1; }
 grep '"swap"' "$OUT/driver-probe.json" | sed 's/^/PROBE /'
 run bench     VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 PART=bench PAUSE_GIB="${PAUSE_GIB:-20}"
+# A cold keep pause alone in a fresh process (pinning varies from run to run).
+run cold      VMEM_BACKEND=vmm PART=cold PAUSE_GIB="${PAUSE_GIB:-20}"
 for mib in 64 ${BIG_MIBS:-256 512}; do
     run "discard-$mib" VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 VMEM_VMM_BIG_MIB="$mib" PART=discard \
         PAUSE_GIB="${PAUSE_GIB:-20}"

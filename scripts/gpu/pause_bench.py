@@ -57,6 +57,31 @@ def gbps(n, s):
     return n / s / 1e9 if s > 0 else float("inf")
 
 
+def part_cold():
+    """One cold keep pause (nothing kept: the moves create, i.e. pin, the
+    host memory) and its resume, in a fresh process (part bench's #1 runs
+    after the fill of a 20 GiB tensor in a process that pinned nothing yet
+    either; this part repeats it alone, to see how much pinning varies)."""
+    import libvmem as L
+    L.install_torch()
+    n = int(os.environ.get("PAUSE_GIB", "20")) * GiB
+    with L.region("big"):
+        x = torch.empty(n, dtype=torch.uint8, device="cuda")
+    fill(x)
+    torch.cuda.synchronize()
+    L.reserve_host(0)
+    t = time.perf_counter()
+    L.pause("big", keep=True, empty_cache=False)
+    tp = time.perf_counter() - t
+    t = time.perf_counter()
+    L.resume("big")
+    tr = time.perf_counter() - t
+    result("cold pause-keep %d GiB (fresh process): %.3f s, %.1f GB/s; resume %.3f s, %.1f GB/s"
+           % (n >> 30, tp, gbps(n, tp), tr, gbps(n, tr)))
+    if not verify(x):
+        fail("contents changed across the cold pause/resume")
+
+
 def part_bench():
     import libvmem as L
     L.install_torch()
@@ -410,5 +435,5 @@ def part_tms():
 
 
 {"bench": part_bench, "discard": part_discard, "graph": part_graph, "capture": part_capture,
- "colocate": part_colocate, "tms": part_tms}[PART]()
+ "colocate": part_colocate, "tms": part_tms, "cold": part_cold}[PART]()
 sys.exit(1 if failed else 0)
