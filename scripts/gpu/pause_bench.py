@@ -57,11 +57,9 @@ def gbps(n, s):
     return n / s / 1e9 if s > 0 else float("inf")
 
 
-def part_cold():
-    """One cold keep pause (nothing kept: the moves create, i.e. pin, the
-    host memory) and its resume, in a fresh process (part bench's #1 runs
-    after the fill of a 20 GiB tensor in a process that pinned nothing yet
-    either; this part repeats it alone, to see how much pinning varies)."""
+def big_tag():
+    """libvmem as PyTorch's allocator and a PAUSE_GIB tensor in tag "big",
+    filled: (libvmem, bytes, tensor)."""
     import libvmem as L
     L.install_torch()
     n = int(os.environ.get("PAUSE_GIB", "20")) * GiB
@@ -69,6 +67,15 @@ def part_cold():
         x = torch.empty(n, dtype=torch.uint8, device="cuda")
     fill(x)
     torch.cuda.synchronize()
+    return L, n, x
+
+
+def part_cold():
+    """One cold keep pause (nothing kept: the moves create, i.e. pin, the
+    host memory) and its resume, in a fresh process (part bench's #1 runs
+    after the fill of a 20 GiB tensor in a process that pinned nothing yet
+    either; this part repeats it alone, to see how much pinning varies)."""
+    L, n, x = big_tag()
     L.reserve_host(0)
     t = time.perf_counter()
     L.pause("big", keep=True, empty_cache=False)
@@ -83,13 +90,7 @@ def part_cold():
 
 
 def part_bench():
-    import libvmem as L
-    L.install_torch()
-    n = int(os.environ.get("PAUSE_GIB", "20")) * GiB
-    with L.region("big"):
-        x = torch.empty(n, dtype=torch.uint8, device="cuda")
-    fill(x)
-    torch.cuda.synchronize()
+    L, n, x = big_tag()
     free0 = other_process_free()
     L.reserve_host(0)  # nothing kept: the first pause creates (pins) its host memory
     t = time.perf_counter()
