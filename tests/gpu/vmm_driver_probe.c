@@ -22,6 +22,10 @@
  *              sync), and one 64 MiB copy
  *   swap       64 MiB handles: the calls of a move to host by swap
  *              (retain, second mapping, access; host memory mapped again)
+ *   sizes      one handle per block, blocks of 2 to 512 MiB (device, then
+ *              host memory): cuMemCreate, cuMemMap, cuMemSetAccess per
+ *              mapping, cuMemUnmap (frees); per call and per MiB: what
+ *              moving a whole block costs when each block is one mapping
  *
  * Usage: vmm-driver-probe [N] [T].  JSON lines on stdout.  Exit 77 without a
  * GPU, 1 when a driver call fails.
@@ -192,6 +196,56 @@ out:
     free(hh);
 }
 
+/* sizes: for each block size, k blocks of one handle each (k * size <= 2
+ * GiB, k <= 64) at va: the calls that make, map, open and free them, for
+ * device memory and (where supported) host memory. */
+static void block_sizes(void)
+{
+    static const size_t mib[] = {2, 8, 32, 128, 512};
+    size_t room = 2048 * MiB;
+    CUdeviceptr va;
+    check(cu->MemAddressReserve(&va, room, 512 * MiB, 0, 0), "sizes: reserve");
+    CUmemGenericAllocationHandle h[64];
+    CUmemAllocationProp hp = prop;
+    hp.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    hp.location.id = 0;
+    int host = 0;
+    if (cu->DeviceGetAttribute(&host, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                               0) != CUDA_SUCCESS)
+        host = 0;
+    for (int side = 0; side < 1 + (host != 0); side++) {
+        const CUmemAllocationProp *pp = side ? &hp : &prop;
+        for (size_t j = 0; j < sizeof mib / sizeof *mib; j++) {
+            size_t sz = mib[j] * MiB, k = room / sz < 64 ? room / sz : 64;
+            double t0 = vmem_now();
+            for (size_t i = 0; i < k; i++)
+                check(cu->MemCreate(&h[i], sz, pp, 0), "sizes: create");
+            double t1 = vmem_now();
+            for (size_t i = 0; i < k; i++) {
+                check(cu->MemMap(va + i * sz, sz, 0, h[i], 0), "sizes: map");
+                check(cu->MemRelease(h[i]), "sizes: release");
+            }
+            double t2 = vmem_now();
+            for (size_t i = 0; i < k; i++)
+                check(cu->MemSetAccess(va + i * sz, sz, &acc, 1), "sizes: access");
+            double t3 = vmem_now();
+            for (size_t i = 0; i < k; i++)
+                check(cu->MemUnmap(va + i * sz, sz), "sizes: unmap");
+            double t4 = vmem_now();
+            printf("{\"phase\": \"sizes\", \"memory\": \"%s\", \"block_mib\": %zu, \"n\": %zu, "
+                   "\"us_per_block\": {\"create\": %.1f, \"map\": %.1f, \"access\": %.1f, "
+                   "\"unmap_frees\": %.1f}, \"us_per_mib\": {\"create\": %.2f, \"map\": %.2f, "
+                   "\"access\": %.2f, \"unmap_frees\": %.2f}}\n",
+                   side ? "host" : "device", mib[j], k, (t1 - t0) * 1e6 / k, (t2 - t1) * 1e6 / k,
+                   (t3 - t2) * 1e6 / k, (t4 - t3) * 1e6 / k, (t1 - t0) * 1e6 / (k * mib[j]),
+                   (t2 - t1) * 1e6 / (k * mib[j]), (t3 - t2) * 1e6 / (k * mib[j]),
+                   (t4 - t3) * 1e6 / (k * mib[j]));
+            fflush(stdout);
+        }
+    }
+    cu->MemAddressFree(va, room);
+}
+
 int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 2048;
@@ -338,6 +392,7 @@ int main(int argc, char **argv)
     cu->StreamDestroy(st);
     swap_calls(va, span / (3 * 64 * MiB) < 32 ? span / (3 * 64 * MiB) : 32);
     cu->MemAddressFree(va, span);
+    block_sizes();
     free(h);
     return 0;
 }
