@@ -9,7 +9,7 @@
 #             (tests/data/, or VMEM_TRACES) and over malformed traces.  No trace
 #             found is a failure, not a silent pass.  This is the mode .ci/run calls.
 #   tsan      build-tsan/ (-Db_sanitize=thread): the multi-threaded stress
-#             (stress_main: workers, limit, step, host-limit and control-file
+#             (stress_main: workers, limit, step, host-limit, control-file and tag pause/resume
 #             threads) and the fuzz driver.  Criterion cannot start under TSan
 #             (Snaipe/Criterion#274), so the Criterion suites are not run here.
 #   valgrind  build-valgrind/ (no sanitizer): every CPU test under
@@ -203,7 +203,7 @@ mode_tsan() {
         grep -E -A12 'WARNING: ThreadSanitizer' "$log" | head -40
         rc=1
     fi
-    result tsan $rc "stress_main (5 configurations x 2) + fuzz driver, $((SECONDS - t0)) s"
+    result tsan $rc "stress_main (6 configurations x 2) + fuzz driver, $((SECONDS - t0)) s"
 }
 
 mode_valgrind() {

@@ -3,7 +3,9 @@
  * while one thread moves the device limit up and down (and trims), one calls
  * vmem_step_end, reads the statistics and runs vmem_check, one changes the
  * host limit and the fallback, and (optionally) one rewrites the watched
- * control file so that the library's own watcher thread applies limits too.
+ * control file so that the library's own watcher thread applies limits too,
+ * and (optionally) one pauses and resumes the tags of two workers while the
+ * others allocate in theirs.
  * Block contents are not touched while vmem_step_end runs (see data_lock).
  * Work is counted in operations, never in time.  At the end: vmem_check,
  * the library's counters equal the sum of the threads' own counts, every
@@ -37,6 +39,13 @@ typedef struct stress {
      * loop, no thread touches block contents while vmem_step_end runs.
      * Workers hold it shared around their pattern writes and checks. */
     pthread_rwlock_t data_lock;
+    /* Tags (o->tags): worker t (t = 0, 1) allocates in tag t + 1 and holds
+     * tag_lock[t] shared around each operation; the pause thread holds it
+     * exclusively from a pause to the matching resume, since a paused tag's
+     * blocks must not be touched (docs/tags.md). */
+    pthread_rwlock_t tag_lock[2];
+    struct worker *tagged[2];
+    unsigned pauses[2];           /* successful pauses: [0] discard, [1] keep */
     pthread_mutex_t why_lock;
     char why[256];
     char control_path[256];
@@ -48,7 +57,7 @@ typedef struct worker {
     uint64_t allocs, frees, nulls, bad_frees;
     void *p[SLOTS];
     size_t size[SLOTS];
-    uint64_t tag[SLOTS];
+    uint64_t pat[SLOTS]; /* pattern id of each slot's block */
 } worker_t;
 
 static void stress_fail(stress_t *st, const char *fmt, ...)
@@ -119,6 +128,8 @@ static int rounds_left(stress_t *st, unsigned n)
     return atomic_load(&st->workers_left) > 0 || n < MIN_ROUNDS;
 }
 
+static void worker_op(struct worker *w, int op, void *stream, uint64_t *rs, char *foreign);
+
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -127,7 +138,30 @@ static void *worker_main(void *arg)
     void *stream = st->o->streams ? (void *)(uintptr_t)(0x10000 * (w->id + 1)) : NULL;
     uint64_t r = 0x9E3779B97F4A7C15ull * (uint64_t)(w->id + 1);
     char foreign[64];
+    pthread_rwlock_t *tl = st->o->tags && w->id < 2 ? &st->tag_lock[w->id] : NULL;
+    if (tl) {
+        vmem_status_t s = vmem_set_tag(v, (unsigned)w->id + 1, NULL);
+        CHECK(st, s == VMEM_OK, "set_tag(%d): %s", w->id + 1, vmem_strerror(s));
+    }
     for (int op = 0; op < st->o->ops; op++) {
+        if (tl)
+            pthread_rwlock_rdlock(tl);
+        worker_op(w, op, stream, &r, foreign);
+        if (tl)
+            pthread_rwlock_unlock(tl);
+    }
+    atomic_fetch_sub(&st->workers_left, 1);
+    return NULL;
+}
+
+/* One operation of a worker: free a slot's block (pattern and ptr_info
+ * checked first) or fill an empty slot. */
+static void worker_op(worker_t *w, int op, void *stream, uint64_t *rs, char *foreign)
+{
+    stress_t *st = w->st;
+    vmem_t *v = st->v;
+    uint64_t r = *rs;
+    do {
         if (op % 500 == 0) {
             vmem_status_t s = vmem_free(v, foreign + op % 64);
             CHECK(st, s == VMEM_ERR_FOREIGN_PTR, "free of a stack address: %s", vmem_strerror(s));
@@ -136,7 +170,7 @@ static void *worker_main(void *arg)
         int i = (int)(rnd(&r) % SLOTS);
         if (w->p[i]) {
             pthread_rwlock_rdlock(&st->data_lock);
-            CHECK(st, pattern_ok(w->p[i], w->size[i], w->tag[i]), "block %p overwritten", w->p[i]);
+            CHECK(st, pattern_ok(w->p[i], w->size[i], w->pat[i]), "block %p overwritten", w->p[i]);
             pthread_rwlock_unlock(&st->data_lock);
             vmem_ptr_info_t info;
             vmem_status_t s = vmem_ptr_info(v, w->p[i], &info);
@@ -163,14 +197,13 @@ static void *worker_main(void *arg)
         CHECK(st, s == VMEM_OK && info.base == p, "new block %p: %s", p, vmem_strerror(s));
         w->p[i] = p;
         w->size[i] = size;
-        w->tag[i] = ((uint64_t)w->id << 32) | (uint64_t)op;
+        w->pat[i] = ((uint64_t)w->id << 32) | (uint64_t)op;
         pthread_rwlock_rdlock(&st->data_lock);
-        pattern_fill(p, size, w->tag[i]);
+        pattern_fill(p, size, w->pat[i]);
         pthread_rwlock_unlock(&st->data_lock);
         w->allocs++;
-    }
-    atomic_fetch_sub(&st->workers_left, 1);
-    return NULL;
+    } while (0);
+    *rs = r;
 }
 
 /* Moves the limit between 2 MiB and the cap, and trims now and then. */
@@ -233,6 +266,48 @@ static void *host_main(void *arg)
     return NULL;
 }
 
+/* Pauses tag 1 or 2 (keep, or discard one time in three) with its worker
+ * held off, checks that the tag holds no device memory, resumes it (spilling
+ * what does not fit; retried while the other threads make room), and after a
+ * discard writes the worker's patterns again (contents are undefined). */
+static void *pause_main(void *arg)
+{
+    stress_t *st = arg;
+    for (unsigned n = 0; rounds_left(st, n); n++) {
+        int t = (int)(n % 2);
+        unsigned tag = (unsigned)t + 1;
+        int keep = n % 3 != 0;
+        pthread_rwlock_wrlock(&st->tag_lock[t]);
+        vmem_status_t s = vmem_pause(st->v, tag, keep ? VMEM_PAUSE_KEEP : VMEM_PAUSE_DISCARD);
+        CHECK(st, s == VMEM_OK || (keep && s == VMEM_ERR_NOMEM), "pause(%u, %s): %s", tag,
+              keep ? "keep" : "discard", vmem_strerror(s));
+        if (s == VMEM_OK) {
+            st->pauses[keep]++;
+            vmem_tag_stats_t ts = {.size = sizeof ts};
+            CHECK(st, vmem_get_tag_stats(st->v, tag, &ts) == VMEM_OK && ts.device_held == 0 &&
+                          ts.state != VMEM_TAG_ACTIVE,
+                  "tag %u after pause: device held %zu, state %d", tag, ts.device_held,
+                  (int)ts.state);
+            int tries = 0;
+            while ((s = vmem_resume_ex(st->v, tag, VMEM_RESUME_SPILL)) == VMEM_ERR_NOMEM &&
+                   ++tries < 100000)
+                sched_yield();
+            CHECK(st, s == VMEM_OK, "resume(%u): %s after %d tries", tag, vmem_strerror(s), tries);
+            worker_t *w = st->tagged[t];
+            if (!keep && w) {
+                pthread_rwlock_rdlock(&st->data_lock); /* not while a step end moves data */
+                for (int i = 0; i < SLOTS; i++)
+                    if (w->p[i])
+                        pattern_fill(w->p[i], w->size[i], w->pat[i]);
+                pthread_rwlock_unlock(&st->data_lock);
+            }
+        }
+        pthread_rwlock_unlock(&st->tag_lock[t]);
+        sched_yield();
+    }
+    return NULL;
+}
+
 /* Rewrites the control file (write to a temporary name, then rename), so the
  * library's watcher thread changes the limit concurrently with everything. */
 static void *control_main(void *arg)
@@ -266,6 +341,8 @@ unsigned stress_run(const stress_opts_t *o, char *why, size_t len)
     st.o = o;
     pthread_mutex_init(&st.why_lock, NULL);
     pthread_rwlock_init(&st.data_lock, NULL);
+    pthread_rwlock_init(&st.tag_lock[0], NULL);
+    pthread_rwlock_init(&st.tag_lock[1], NULL);
     atomic_init(&st.bad, 0);
     int nworkers = o->workers < 1 ? 1 : o->workers > MAX_WORKERS ? MAX_WORKERS : o->workers;
     atomic_init(&st.workers_left, nworkers);
@@ -298,12 +375,17 @@ unsigned stress_run(const stress_opts_t *o, char *why, size_t len)
         snprintf(why, len, "vmem_create: %s", vmem_strerror(cs));
         return 1;
     }
-    pthread_t tw[MAX_WORKERS], tl, ts, th, tc;
+    pthread_t tw[MAX_WORKERS], tl, ts, th, tc, tp;
     for (int i = 0; i < nworkers; i++) {
         w[i].st = &st;
         w[i].id = i;
-        pthread_create(&tw[i], NULL, worker_main, &w[i]);
+        if (o->tags && i < 2)
+            st.tagged[i] = &w[i];
     }
+    for (int i = 0; i < nworkers; i++)
+        pthread_create(&tw[i], NULL, worker_main, &w[i]);
+    if (o->tags)
+        pthread_create(&tp, NULL, pause_main, &st);
     pthread_create(&tl, NULL, limit_main, &st);
     pthread_create(&ts, NULL, step_main, &st);
     pthread_create(&th, NULL, host_main, &st);
@@ -316,7 +398,11 @@ unsigned stress_run(const stress_opts_t *o, char *why, size_t len)
     pthread_join(th, NULL);
     if (o->control_file)
         pthread_join(tc, NULL);
+    if (o->tags)
+        pthread_join(tp, NULL);
 
+    CHECK(&st, !o->tags || (st.pauses[0] > 0 && st.pauses[1] > 0),
+          "tags: %u pauses with discard, %u with keep", st.pauses[0], st.pauses[1]);
     /* Quiet now: everything must add up. */
     CHECK(&st, vmem_check(st.v) == VMEM_OK, "vmem_check failed after the run");
     uint64_t allocs = 0, frees = 0, nulls = 0, bad_frees = 0;
@@ -339,7 +425,7 @@ unsigned stress_run(const stress_opts_t *o, char *why, size_t len)
     for (int i = 0; i < nworkers; i++)
         for (int j = 0; j < SLOTS; j++)
             if (w[i].p[j]) {
-                CHECK(&st, pattern_ok(w[i].p[j], w[i].size[j], w[i].tag[j]),
+                CHECK(&st, pattern_ok(w[i].p[j], w[i].size[j], w[i].pat[j]),
                       "block %p overwritten", w[i].p[j]);
                 CHECK(&st, vmem_free(st.v, w[i].p[j]) == VMEM_OK, "final free of %p", w[i].p[j]);
             }
@@ -363,5 +449,7 @@ unsigned stress_run(const stress_opts_t *o, char *why, size_t len)
         snprintf(why, len, "%s", st.why);
     pthread_mutex_destroy(&st.why_lock);
     pthread_rwlock_destroy(&st.data_lock);
+    pthread_rwlock_destroy(&st.tag_lock[0]);
+    pthread_rwlock_destroy(&st.tag_lock[1]);
     return bad;
 }

@@ -13,6 +13,9 @@ typedef struct stress_opts {
     vmem_backend_kind_t backend;   /* VMEM_BACKEND_SIM or VMEM_BACKEND_SIM_VMM */
     int streams;                   /* workers allocate on their own (fake) streams */
     int control_file;              /* a thread rewrites a watched control file */
+    int tags;                      /* sim-vmm: workers 0 and 1 allocate in tags 1 and 2,
+                                      which one more thread pauses (keep or discard)
+                                      and resumes while the others run */
     int workers;                   /* allocating threads (1..16) */
     int ops;                       /* operations per worker */
 } stress_opts_t;

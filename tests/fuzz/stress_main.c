@@ -31,19 +31,21 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         vmem_backend_kind_t backend;
-        int streams, control_file;
+        int streams, control_file, tags;
     } runs[] = {
-        {"sim", VMEM_BACKEND_SIM, 0, 0},
-        {"sim-vmm", VMEM_BACKEND_SIM_VMM, 0, 0},
-        {"sim-vmm streams", VMEM_BACKEND_SIM_VMM, 1, 0},
-        {"sim streams control-file", VMEM_BACKEND_SIM, 1, 1},
-        {"sim-vmm control-file", VMEM_BACKEND_SIM_VMM, 0, 1},
+        {"sim", VMEM_BACKEND_SIM, 0, 0, 0},
+        {"sim-vmm", VMEM_BACKEND_SIM_VMM, 0, 0, 0},
+        {"sim-vmm streams", VMEM_BACKEND_SIM_VMM, 1, 0, 0},
+        {"sim streams control-file", VMEM_BACKEND_SIM, 1, 1, 0},
+        {"sim-vmm control-file", VMEM_BACKEND_SIM_VMM, 0, 1, 0},
+        {"sim-vmm tags paused", VMEM_BACKEND_SIM_VMM, 0, 0, 1},
     };
     unsigned failed = 0;
     for (int r = 0; r < repeat; r++) {
         for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
             stress_opts_t o = {.backend = runs[i].backend, .streams = runs[i].streams,
-                               .control_file = runs[i].control_file, .workers = workers,
+                               .control_file = runs[i].control_file, .tags = runs[i].tags,
+                               .workers = workers,
                                .ops = ops};
             char why[256] = "";
             unsigned bad = stress_run(&o, why, sizeof why);
