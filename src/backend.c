@@ -214,6 +214,12 @@ vmem_status_t backend_host_reserve(backend_t *b, size_t bytes, size_t *kept)
     return b->host_ops->host_reserve(b, bytes, kept);
 }
 
+void backend_region_unguard(backend_t *b, void *base, size_t size)
+{
+    if (b->host_ops && b->host_ops->region_unguard)
+        b->host_ops->region_unguard(b, base, size);
+}
+
 vmem_status_t backend_mem_info(backend_t *b, size_t *free_bytes, size_t *total_bytes)
 {
     return b->ops->mem_info(b, free_bytes, total_bytes);
@@ -454,6 +460,8 @@ static vmem_status_t sim_region_move(backend_t *b, void *base, size_t size, int 
             return VMEM_ERR_INVALID;
     if (!to_host && size > s->capacity - s->in_use)
         return VMEM_ERR_NOMEM;
+    if (!to_host && mprotect(base, size, PROT_READ | PROT_WRITE) != 0) /* a guarded pause's */
+        return VMEM_ERR_BACKEND;
     /* The new backing, mapped elsewhere; copy; then it replaces the old. */
     char *stage = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd[to], (off_t)off);
     if (stage == MAP_FAILED)
@@ -465,6 +473,8 @@ static vmem_status_t sim_region_move(backend_t *b, void *base, size_t size, int 
         return VMEM_ERR_BACKEND;
     }
     sim_punch(s, from, off, size);
+    if (to_host && b->move_guard)
+        mprotect(base, size, PROT_NONE); /* a stray access to the paused block faults */
     bits_set(s->host, first, n, to_host);
     if (to_host) {
         s->in_use -= size;
@@ -475,6 +485,18 @@ static vmem_status_t sim_region_move(backend_t *b, void *base, size_t size, int 
     }
     *moved = size;
     return VMEM_OK;
+}
+
+/* Host granules of [base, base + size) readable and writable again. */
+static void sim_region_unguard(backend_t *b, void *base, size_t size)
+{
+    sim_backend_t *s = (sim_backend_t *)b;
+    size_t first = (size_t)((char *)base - s->va) / SIM_GRANULE, n = size / SIM_GRANULE;
+    if ((char *)base < s->va || first + n > s->ngranules)
+        return;
+    for (size_t i = first; i < first + n; i++)
+        if (bit_get(s->used, i) && bit_get(s->host, i) && !bit_get(s->parked, i))
+            mprotect(s->va + i * SIM_GRANULE, SIM_GRANULE, PROT_READ | PROT_WRITE);
 }
 
 static backend_backing_t sim_backing(const backend_t *b, const void *addr)
@@ -568,7 +590,8 @@ static void sim_destroy(backend_t *b)
 
 static const backend_ops_t sim_ops = {sim_region_alloc, sim_region_free, sim_mem_info, sim_destroy};
 static const backend_host_ops_t sim_host_ops = {sim_region_alloc_host, sim_region_move, sim_backing,
-                                                sim_region_park, sim_region_unpark, NULL};
+                                                sim_region_park, sim_region_unpark, NULL,
+                                                sim_region_unguard};
 
 /* Opens the two memory files of sim-vmm, each as large as the range (sparse:
  * they cost what is written).  Returns 0, or -1 with both left closed. */

@@ -84,6 +84,10 @@ typedef struct backend_host_ops {
      * move maps it instead of creating (pinning) host memory on its
      * critical path.  *kept gets the bytes kept after the call. */
     vmem_status_t (*host_reserve)(backend_t *b, size_t bytes, size_t *kept);
+    /* Optional (NULL: nothing is ever guarded).  Makes the host memory in
+     * [base, base + size) that a guarded move left inaccessible (move_guard)
+     * accessible again: a resume leaves on host what does not fit. */
+    void (*region_unguard)(backend_t *b, void *base, size_t size);
 } backend_host_ops_t;
 
 /* Fault injection state, shared by every backend (used by sim in tests). */
@@ -121,6 +125,13 @@ struct backend {
      * back at the next call made outside a capture (backend.c). */
     struct { void *base; size_t size; } *deferred;
     size_t ndeferred, deferred_cap;
+    /* Set by vmem_pause around a keep pause's moves when VMEM_PAUSE_GUARD
+     * asks for it (src/tags.c): region_move to host leaves the host memory
+     * at the moved addresses inaccessible (vmm, moves through the mirror:
+     * no cuMemSetAccess there; sim-vmm: PROT_NONE), so a stray access to a
+     * paused block faults instead of reading or writing it.  Backends read
+     * such memory some other way when they move it back. */
+    int move_guard;
 };
 
 /* Stream capture (a CUDA graph being recorded on the calling thread's
@@ -135,6 +146,7 @@ int backend_capturing(void);
  * waits for the device first, as for any free).  Returns the bytes. */
 size_t backend_flush_deferred(backend_t *b);
 vmem_status_t backend_host_reserve(backend_t *b, size_t bytes, size_t *kept);
+void backend_region_unguard(backend_t *b, void *base, size_t size);
 
 /* Requests a region, applying fault injection first. */
 vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void **base);

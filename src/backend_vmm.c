@@ -104,6 +104,12 @@ typedef struct vmm_backend {
     size_t nslots;
     uint8_t *slot_used;
     uint32_t *bslot;
+    /* noacc[i / bign]: 1 when the big host mapping at granule i was mapped
+     * at its address without access (base.move_guard: a guarded keep pause
+     * through the mirror skips the host cuMemSetAccess there, so a kernel
+     * touching it faults; the backend reads it through its slot, or sets
+     * the access before a split reads it at its address). */
+    uint8_t *noacc;
     CUdeviceptr scratch;          /* bign granules: live data of a split */
     int scratch_mapped;
     int batch_depth, batch_synced;
@@ -229,6 +235,7 @@ static void block_unslot(vmm_backend_t *m, size_t b)
 {
     if (!m->bslot || !m->bslot[b / m->bign])
         return;
+    m->noacc[b / m->bign] = 0;
     slot_put(m, m->bslot[b / m->bign] - 1);
     m->bslot[b / m->bign] = 0;
 }
@@ -633,6 +640,12 @@ static int big_split(vmm_backend_t *m, size_t b, size_t lo, size_t hi)
     }
     CUdeviceptr at = granule_addr(m, b);
     size_t bytes = m->bign * m->granule;
+    if (m->noacc && m->noacc[b / m->bign] && nkeep) {
+        /* Its data is read at its address below: open it first. */
+        if (m->cu->MemSetAccess(at, bytes, &m->access, 1) != CUDA_SUCCESS)
+            goto zombie;
+        m->noacc[b / m->bign] = 0;
+    }
     if (nkeep == 0) { /* nothing left alive: the whole mapping goes */
         if (m->cu->MemUnmap(at, bytes) != CUDA_SUCCESS)
             goto zombie;
@@ -954,8 +967,10 @@ static void keep_host(vmm_backend_t *m, CUdeviceptr at)
     size_t b = granule_index(m, at);
     vmm_keep_t e = {0, m->bslot ? m->bslot[b / m->bign] : 0};
     if (e.slot) { /* mirrored: the slot keeps it, mapped, its access set */
-        if (keep_push(m, e))
+        if (keep_push(m, e)) {
             m->bslot[b / m->bign] = 0; /* the unmap that follows leaves the slot */
+            m->noacc[b / m->bign] = 0;
+        }
         return;
     }
     if (m->cu->MemRetainAllocationHandle(&e.h, (void *)(uintptr_t)at) == CUDA_SUCCESS &&
@@ -1249,7 +1264,8 @@ static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok)
     }
     double t2 = seconds();
     m->t_mi_map += t2 - t1;
-    if (r == CUDA_SUCCESS) {
+    int noacc = m->base.move_guard != 0;
+    if (r == CUDA_SUCCESS && !noacc) {
         r = m->cu->MemSetAccess(s->src, bytes, &m->access, 1);
         if (r != CUDA_SUCCESS)
             m->cu->MemUnmap(s->src, bytes);
@@ -1257,6 +1273,7 @@ static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok)
     m->t_mi_access += seconds() - t2;
     if (r == CUDA_SUCCESS) {
         m->bslot[b / m->bign] = s->slot;
+        m->noacc[b / m->bign] = (uint8_t)noacc;
         s->slot = 0;
         return CUDA_SUCCESS;
     }
@@ -1275,6 +1292,18 @@ static int env_flag(const char *name, int dflt)
 {
     const char *e = getenv(name);
     return e && *e ? strcmp(e, "0") != 0 : dflt;
+}
+
+/* Where a step's copy reads its data: at its address, or, for a whole big
+ * host mapping mapped there without access (noacc), at the slot that maps
+ * the same host memory with access. */
+static CUdeviceptr copy_source(const vmm_backend_t *m, const move_step_t *s)
+{
+    size_t i0 = granule_index(m, s->src);
+    if (m->noacc && m->bign && s->n == m->bign && i0 % m->bign == 0 && m->noacc[i0 / m->bign] &&
+        m->bslot[i0 / m->bign])
+        return slot_addr(m, m->bslot[i0 / m->bign] - 1);
+    return s->src;
 }
 
 /*
@@ -1352,7 +1381,8 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
                 break;
             double e0 = seconds();
             r = s->swap ? m->cu->MemcpyAsync(s->src, s->dst, s->n * m->granule, m->stream)
-                        : m->cu->MemcpyAsync(s->dst, s->src, s->n * m->granule, m->stream);
+                        : m->cu->MemcpyAsync(s->dst, copy_source(m, s), s->n * m->granule,
+                                             m->stream);
             if (r == CUDA_SUCCESS)
                 r = m->cu->EventRecord(s->done, m->stream);
             m->t_enqueue += seconds() - e0;
@@ -1611,6 +1641,23 @@ static vmem_status_t vmm_host_reserve(backend_t *b, size_t bytes, size_t *kept)
     return st;
 }
 
+/* The big host mappings of [base, base + size) left without access by a
+ * guarded pause get their access back. */
+static void vmm_region_unguard(backend_t *b, void *base, size_t size)
+{
+    vmm_backend_t *m = (vmm_backend_t *)b;
+    if (!m->noacc || !m->bign)
+        return;
+    size_t first = granule_index(m, (CUdeviceptr)(uintptr_t)base), end = first + size / m->granule;
+    if (!ctx_enter(m))
+        return;
+    for (size_t i = first - first % m->bign; i < end && i < m->ngranules; i += m->bign)
+        if (m->noacc[i / m->bign] &&
+            m->cu->MemSetAccess(granule_addr(m, i), big_bytes(m), &m->access, 1) == CUDA_SUCCESS)
+            m->noacc[i / m->bign] = 0;
+    ctx_leave(m);
+}
+
 static backend_backing_t vmm_backing(const backend_t *b, const void *addr)
 {
     const vmm_backend_t *m = (const vmm_backend_t *)b;
@@ -1685,6 +1732,7 @@ static void vmm_destroy(backend_t *b)
     free(m->hkeep);
     free(m->slot_used);
     free(m->bslot);
+    free(m->noacc);
     free(m->hsmall);
     free(m);
 }
@@ -1693,7 +1741,8 @@ static const backend_ops_t vmm_ops = {vmm_region_alloc, vmm_region_free, vmm_mem
                                       vmm_destroy};
 static const backend_host_ops_t vmm_host_ops = {vmm_region_alloc_host, vmm_region_move,
                                                 vmm_backing, vmm_region_park,
-                                                vmm_region_unpark, vmm_host_reserve};
+                                                vmm_region_unpark, vmm_host_reserve,
+                                                vmm_region_unguard};
 
 /* Host physical memory for VMM: HOST where the device supports it, else
  * HOST_NUMA node 0.  0 if neither. */
@@ -1870,13 +1919,16 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
         m->nslots = VMM_RANGE_HOST / big_bytes(m);
         m->slot_used = calloc(m->nslots, 1);
         m->bslot = calloc(m->ngranules / m->bign + 1, sizeof *m->bslot);
-        if (!m->slot_used || !m->bslot ||
+        m->noacc = calloc(m->ngranules / m->bign + 1, 1);
+        if (!m->slot_used || !m->bslot || !m->noacc ||
             cu->MemAddressReserve(&m->mirror, m->nslots * big_bytes(m), big_bytes(m), 0, 0) !=
                 CUDA_SUCCESS) {
             free(m->slot_used);
             free(m->bslot);
+            free(m->noacc);
             m->slot_used = NULL;
             m->bslot = NULL;
+            m->noacc = NULL;
             m->mirror = 0;
             m->nslots = 0;
         }

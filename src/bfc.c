@@ -1805,6 +1805,10 @@ vmem_status_t bfc_resume(bfc_arena_t *a, int spill, size_t host_room, bfc_moves_
     } else if (a->paused == BFC_PAUSED_DISCARD) {
         st = arena_resume_discard(a, room, spill, host_room);
     }
+    /* What stays on host (spill, or a failed move) must be usable again
+     * after a guarded pause. */
+    for (bfc_region_t *r = a->regions; r && !a->paused; r = r->next)
+        backend_region_unguard(a->backend, (void *)r->base, r->size);
     if (moves)
         *moves = m;
     return st;

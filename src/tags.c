@@ -295,7 +295,11 @@ vmem_status_t vmem_pause(vmem_t *v, unsigned tag, unsigned flags)
         /* Free memory on streams is settled first, so all of it goes back. */
         if (v->multi_stream)
             vmem_streams_settle(v);
+        /* VMEM_PAUSE_GUARD: the kept blocks fault on access until resumed. */
+        const char *g = getenv("VMEM_PAUSE_GUARD");
+        t->arena.backend->move_guard = flags == VMEM_PAUSE_KEEP && g && *g && strcmp(g, "0") != 0;
         st = bfc_pause(&t->arena, flags == VMEM_PAUSE_KEEP, vmem_host_room(v), &m);
+        t->arena.backend->move_guard = 0;
         tags_sync(v);
         if (st == VMEM_OK) {
             t->pauses++;

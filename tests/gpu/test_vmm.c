@@ -494,3 +494,83 @@ Test(vmm_gpu, pause_keep_paths_share_kept_host_memory)
     unsetenv("VMEM_VMM_MOVE_MIRROR");
     unsetenv("VMEM_VMM_MOVE_SWAP");
 }
+
+/* VMEM_PAUSE_GUARD=1: a keep pause through the mirror maps the host
+ * memory at the block's address without access (a kernel touching a paused
+ * block faults instead of reading it over the bus).  The resume reads the
+ * data through the mirror slot; a block freed while paused makes its big
+ * host mapping split (its access is set first, the survivor's data copied
+ * at its address); contents intact, nothing lost. */
+Test(vmm_gpu, pause_keep_guarded_without_access_at_the_address)
+{
+    setenv("VMEM_PAUSE_GUARD", "1", 1);
+    vmem_t *v = open_vmm(GiB, GiB);
+    need_host_backing(v);
+    size_t bytes = 256 * MiB;
+    void *p = vmem_alloc_tagged(v, bytes, 1);
+    void *a = vmem_alloc_tagged(v, 16 * MiB, 1), *b = vmem_alloc_tagged(v, 16 * MiB, 1);
+    cr_assert(p && a && b);
+    backend_vmm_counters_t c0, c1;
+    for (int round = 0; round < 3; round++) {
+        cr_assert_eq(gpu_fill(p, bytes / 4, 0x7300u + (uint32_t)round), 0);
+        if (round < 2)
+            cr_assert_eq(gpu_fill(a, 16 * MiB / 4, 0x7400u + (uint32_t)round), 0);
+        cr_assert_eq(gpu_fill(b, 16 * MiB / 4, 0x7500u + (uint32_t)round), 0);
+        cr_assert_eq(backend_vmm_counters(v->dev_backend, &c0), 0);
+        cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+        cr_assert_eq(backend_vmm_counters(v->dev_backend, &c1), 0);
+        cr_assert_eq(where(v, p), VMEM_LOC_HOST);
+        if (c0.big_bytes)
+            cr_assert_geq(c1.mirror_steps - c0.mirror_steps, bytes / c0.big_bytes);
+        if (round == 1) { /* a freed while paused: its granules go, b's stay */
+            cr_assert_eq(vmem_free(v, a), VMEM_OK);
+            size_t released = 0;
+            cr_assert_eq(vmem_trim(v, &released), VMEM_OK);
+            a = NULL;
+        }
+        CHECK(v);
+        cr_assert_eq(vmem_resume(v, 1), VMEM_OK);
+        cr_assert_eq(where(v, p), VMEM_LOC_DEVICE);
+        CHECK(v);
+        expect_words(p, bytes, 0x7300u + (uint32_t)round, 1, 0);
+        expect_words(b, 16 * MiB, 0x7500u + (uint32_t)round, 1, 0);
+        if (a)
+            expect_words(a, 16 * MiB, 0x7400u + (uint32_t)round, 1, 0);
+    }
+    /* Guarded again; another tag takes the room; the resume leaves part of
+     * the tag on host, which kernels must reach at once. */
+    cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+    void *q = vmem_alloc_tagged(v, 896 * MiB, 2);
+    cr_assert_not_null(q);
+    cr_assert_eq(vmem_resume_ex(v, 1, VMEM_RESUME_SPILL), VMEM_OK);
+    cr_assert_eq(where(v, p), VMEM_LOC_HOST, "the limit leaves p on host");
+    cr_assert_eq(gpu_fill(p, bytes / 4, 0x7600u), 0, "a kernel writes what stayed on host");
+    expect_words(p, bytes, 0x7600u, 1, 0);
+    CHECK(v);
+    cr_assert_eq(vmem_free(v, q), VMEM_OK);
+    backend_vmm_counters_t c;
+    cr_assert_eq(backend_vmm_counters(v->dev_backend, &c), 0);
+    cr_assert_eq(c.lost, 0);
+    fprintf(stderr, "guarded pause: splits %llu, mirror steps %llu\n", c.splits, c.mirror_steps);
+    cr_assert_eq(vmem_free(v, p), VMEM_OK);
+    cr_assert_eq(vmem_free(v, b), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+    unsetenv("VMEM_PAUSE_GUARD");
+}
+
+/* A kernel writing a block of a tag paused with VMEM_PAUSE_GUARD=1 faults
+ * (an illegal-address error) instead of writing host memory. */
+Test(vmm_gpu, pause_keep_guarded_faults_a_kernel)
+{
+    setenv("VMEM_PAUSE_GUARD", "1", 1);
+    vmem_t *v = open_vmm(GiB, GiB);
+    need_host_backing(v);
+    void *p = vmem_alloc_tagged(v, 128 * MiB, 1);
+    cr_assert_not_null(p);
+    cr_assert_eq(gpu_fill(p, 128 * MiB / 4, 0x7700u), 0);
+    cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+    cr_assert_eq(where(v, p), VMEM_LOC_HOST);
+    cr_assert_neq(gpu_fill(p, 128 * MiB / 4, 0x7701u), 0, "a kernel wrote a guarded paused block");
+    unsetenv("VMEM_PAUSE_GUARD");
+}

@@ -3,6 +3,7 @@
  * the limit, spill on resume, faults, threads, random operations. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,6 +323,56 @@ Test(tags, resume_beyond_the_limit_fails_clearly_or_spills)
     memset(a, 3, 40 * MiB); /* all of it mapped */
     vmem_free(v, a);
     vmem_free(v, b);
+    CHECK(v);
+    vmem_destroy(v);
+}
+
+/* VMEM_PAUSE_GUARD=1: a kept block faults on access while its tag is paused. */
+Test(tags, guarded_pause_faults_on_access, .signal = SIGSEGV)
+{
+    setenv("VMEM_PAUSE_GUARD", "1", 1);
+    vmem_t *v = make(VMEM_BACKEND_SIM_VMM, 256 * MiB, 1);
+    char *a = vmem_alloc_tagged(v, 4 * MiB, 1);
+    cr_assert_not_null(a);
+    pattern_fill(a, 4 * MiB, 21);
+    cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+    cr_assert_eq(tstats(v, 1).host_in_use, 4 * MiB, "kept on host");
+    *(volatile char *)(a + 12345) = 1; /* must fault */
+    cr_assert_fail("a guarded paused block was written");
+}
+
+/* Guarded pauses keep contents across resume, a free while paused, and a
+ * resume that leaves part on host (that part readable and writable at once);
+ * without the variable a paused block stays readable host memory. */
+Test(tags, guarded_pause_keeps_contents_and_opens_what_stays_on_host)
+{
+    setenv("VMEM_PAUSE_GUARD", "1", 1);
+    vmem_t *v = make(VMEM_BACKEND_SIM_VMM, 64 * MiB, 1);
+    char *a = vmem_alloc_tagged(v, 24 * MiB, 1), *b = vmem_alloc_tagged(v, 16 * MiB, 1);
+    cr_assert(a && b);
+    pattern_fill(a, 24 * MiB, 31);
+    pattern_fill(b, 16 * MiB, 32);
+    cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+    cr_assert_eq(vmem_free(v, b), VMEM_OK); /* freed while paused */
+    CHECK(v);
+    cr_assert_eq(vmem_resume(v, 1), VMEM_OK);
+    cr_assert(pattern_ok(a, 24 * MiB, 31));
+    /* Paused again; tag 2 takes the room, so the resume spills. */
+    cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+    void *c = vmem_alloc_tagged(v, 56 * MiB, 2);
+    cr_assert_not_null(c);
+    cr_assert_eq(vmem_resume_ex(v, 1, VMEM_RESUME_SPILL), VMEM_OK);
+    cr_assert(tstats(v, 1).host_in_use > 0, "part of the tag stays on host");
+    cr_assert(pattern_ok(a, 24 * MiB, 31), "readable where it stays on host");
+    pattern_fill(a, 24 * MiB, 33); /* and writable */
+    cr_assert(pattern_ok(a, 24 * MiB, 33));
+    CHECK(v);
+    unsetenv("VMEM_PAUSE_GUARD");
+    cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+    cr_assert(pattern_ok(a, 24 * MiB, 33), "unguarded: a paused block is readable host memory");
+    cr_assert_eq(vmem_resume_ex(v, 1, VMEM_RESUME_SPILL), VMEM_OK);
+    vmem_free(v, a);
+    vmem_free(v, c);
     CHECK(v);
     vmem_destroy(v);
 }
