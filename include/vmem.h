@@ -461,7 +461,10 @@ VMEM_API vmem_status_t vmem_inject_faults(vmem_t *v, vmem_arena_kind_t arena,
  * vmem_pause is called (it waits for the device's queued work, then moves
  * or unmaps memory).  After a discard, an access faults (the range is
  * unmapped); after a keep, the blocks lie in host memory at their
- * addresses.  Blocks of a paused tag may be freed; allocating in a paused
+ * addresses (readable, slowly), or, with VMEM_PAUSE_GUARD=1 in the
+ * environment at the pause, inaccessible until the resume, so a stray
+ * access faults (vmm: an illegal-address error; sim-vmm: SIGSEGV).  Blocks
+ * of a paused tag may be freed; allocating in a paused
  * tag fails with VMEM_ERR_BUSY.  Calls on other tags are safe meanwhile
  * (they wait for the instance's lock while a pause or resume runs).
  */

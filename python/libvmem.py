@@ -450,7 +450,9 @@ def pause(name, keep=True, device=0, empty_cache=True):
     """Pauses a tag: its device memory goes back to the GPU (another process
     can allocate it), every pointer stays valid for after resume().  keep
     True: contents copied to host memory; False: dropped.  No kernel may use
-    the tag's tensors until resume().  empty_cache: first synchronise and
+    the tag's tensors until resume() (with VMEM_PAUSE_GUARD=1 in the
+    environment, a kept tensor touched meanwhile faults instead of being
+    read from host memory: a debugging aid).  empty_cache: first synchronise and
     let PyTorch (if loaded) return the blocks it caches, so that they are
     not copied.  Raises VmemError (VMEM_ERR_UNSUPPORTED on the cuda
     backend)."""

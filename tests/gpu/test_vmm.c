@@ -498,9 +498,10 @@ Test(vmm_gpu, pause_keep_paths_share_kept_host_memory)
 /* VMEM_PAUSE_GUARD=1: a keep pause through the mirror maps the host
  * memory at the block's address without access (a kernel touching a paused
  * block faults instead of reading it over the bus).  The resume reads the
- * data through the mirror slot; a block freed while paused makes its big
- * host mapping split (its access is set first, the survivor's data copied
- * at its address); contents intact, nothing lost. */
+ * data through the mirror slot; a block is freed while paused (on the H100
+ * this did not split a big mapping: the split path's access-first step is
+ * not exercised here); a resume that spills opens what stays on host, and
+ * a kernel writes it; contents intact, nothing lost. */
 Test(vmm_gpu, pause_keep_guarded_without_access_at_the_address)
 {
     setenv("VMEM_PAUSE_GUARD", "1", 1);
