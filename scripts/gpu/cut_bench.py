@@ -22,7 +22,8 @@ device, cudaMemcpyAsync), which give the floors:
 The full step is the median of the second half of the F full steps (at least
 from the third on); after each raise the table gives every step and the median
 from the second step on against it.  Environment: CUT_JOBS, CUT_MODES,
-CUT_FULL (F, 5), CUT_STEPS (C, 10), CUT_RAISED (R, 3), CUT_UNCUT (0: no
+CUT_FULL (F, 5), CUT_STEPS (C, 13: the transition, three trial steps for
+each of three rules, then three under the rule chosen), CUT_RAISED (R, 3), CUT_UNCUT (0: no
 uncut process), CUT_PROFILE (1: profiler table of the last step of each cut).
 Results: $OUT/cut-bench.json and a table on stdout.
 """
@@ -230,7 +231,7 @@ def summarise(results):
         for cut, raised in (("cut75", "raised75"), ("cut50", "raised50")):
             ph = [s for s in st if s["phase"] == cut]
             # planned: the first steps after a cut try the rules (placement.c:
-            # a transition, then two steps per rule); the last three run on
+            # a transition, then three steps per rule); the last three run on
             # the chosen one
             tail = ph[-3:]
             ms = statistics.median(s["ms"] for s in tail)
@@ -282,7 +283,7 @@ def main():
     p.add_argument("--mode")
     p.add_argument("--batch", type=int, default=0)
     p.add_argument("--full", type=int, default=int(os.environ.get("CUT_FULL", "5")))
-    p.add_argument("--cut", type=int, default=int(os.environ.get("CUT_STEPS", "10")))
+    p.add_argument("--cut", type=int, default=int(os.environ.get("CUT_STEPS", "13")))
     p.add_argument("--raised", type=int, default=int(os.environ.get("CUT_RAISED", "3")))
     p.add_argument("--bandwidth", action="store_true")
     p.add_argument("--profile", action="store_true",
