@@ -91,8 +91,10 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
         tags_totals_t t;
         tags_totals(v, &t);
         s.device_held += t.device_held;
-        s.device_in_use += t.in_use - t.host_in_use;
-        s.device_requested += t.requested - t.host_requested;
+        /* Blocks of tags paused with discard lie nowhere: not device bytes in
+         * use (device_unused = held - in_use must not wrap). */
+        s.device_in_use += t.in_use - t.host_in_use - t.parked_in_use;
+        s.device_requested += t.requested - t.host_requested - t.parked_requested;
         s.device_peak_held += t.peak_held;
         s.device_peak_in_use += t.peak_in_use;
         s.device_regions += t.regions;

@@ -501,6 +501,10 @@ void tags_totals(const vmem_t *v, tags_totals_t *o)
         o->peak_held_host += a->peak_held_host;
         o->peak_host_in_use += a->peak_host_in_use;
         o->regions += a->nregions;
+        if (a->paused == BFC_PAUSED_DISCARD) {
+            o->parked_in_use += a->in_use - a->host_in_use;
+            o->parked_requested += a->requested - a->host_requested;
+        }
     }
 }
 

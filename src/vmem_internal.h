@@ -180,6 +180,9 @@ void tags_destroy(vmem_t *v);
 typedef struct tags_totals {
     size_t device_held, in_use, requested, host_in_use, host_requested, held_host;
     size_t peak_held, peak_in_use, peak_held_host, peak_host_in_use, regions;
+    /* Live blocks of tags paused with discard: neither on the device nor on
+     * host (nothing is mapped behind them until the resume). */
+    size_t parked_in_use, parked_requested;
 } tags_totals_t;
 void tags_totals(const vmem_t *v, tags_totals_t *t);
 /* Appends ",\"tags\":[...]" to the JSON being written by fn (stats.c). */

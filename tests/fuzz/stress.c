@@ -288,13 +288,23 @@ static void *pause_main(void *arg)
                           ts.state != VMEM_TAG_ACTIVE,
                   "tag %u after pause: device held %zu, state %d", tag, ts.device_held,
                   (int)ts.state);
+            /* No room (the limit thread left a 2 MiB limit, the host thread
+             * the fallback off or a 64 MiB host limit, and they may have
+             * stopped): VMEM_ERR_NOMEM is the documented answer.  After a
+             * while this thread makes room itself, as a scheduler would. */
             int tries = 0;
             while ((s = vmem_resume_ex(st->v, tag, VMEM_RESUME_SPILL)) == VMEM_ERR_NOMEM &&
-                   ++tries < 100000)
+                   ++tries < 100000) {
+                if (tries % 1000 == 0) {
+                    (void)vmem_set_host_fallback(st->v, 1);
+                    (void)vmem_set_host_limit(st->v, 512 * MiB);
+                    (void)vmem_set_limit(st->v, 128 * MiB, NULL);
+                }
                 sched_yield();
+            }
             CHECK(st, s == VMEM_OK, "resume(%u): %s after %d tries", tag, vmem_strerror(s), tries);
             worker_t *w = st->tagged[t];
-            if (!keep && w) {
+            if (!keep && w && s == VMEM_OK) {
                 pthread_rwlock_rdlock(&st->data_lock); /* not while a step end moves data */
                 for (int i = 0; i < SLOTS; i++)
                     if (w->p[i])

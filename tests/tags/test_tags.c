@@ -188,6 +188,15 @@ Test(tags, pause_discard_keeps_addresses_and_frees_everything)
     cr_assert_eq(s.host_held, 0);
     cr_assert(s.reserved >= 38 * MiB);
     cr_assert_eq(device_used(v), used - held);
+    /* The instance's statistics: the discarded blocks are neither device
+     * bytes in use nor host bytes (device_in_use once counted them, so
+     * device_unused = held - in_use wrapped around). */
+    vmem_stats_t is = {.size = sizeof is};
+    cr_assert_eq(vmem_get_stats(v, &is), VMEM_OK);
+    cr_assert_leq(is.device_in_use, is.device_held, "device in use %zu, held %zu",
+                  is.device_in_use, is.device_held);
+    cr_assert_leq(is.device_unused, is.device_held);
+    cr_assert_eq(is.host_in_use, 0);
     /* The reserved addresses are not handed to anyone else. */
     void *other = vmem_alloc_tagged(v, 64 * MiB, 5);
     cr_assert_not_null(other);
