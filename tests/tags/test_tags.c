@@ -337,35 +337,28 @@ Test(tags, resume_beyond_the_limit_fails_clearly_or_spills)
     vmem_destroy(v);
 }
 
-/* 1 if the kernel can read n bytes at p (write(2) from p into a pipe), 0
- * if it cannot (EFAULT): no signal, so it also works under ASan, which
- * turns a SIGSEGV into an abort. */
-static int readable(const void *p)
+/* 1 if the kernel can read a byte at p (into_p 0: write(2) from p into a
+ * pipe) or write one there (1: read(2) from a pipe into p), 0 if it cannot
+ * (EFAULT).  No signal, so this also works under ASan, which turns a
+ * SIGSEGV into an abort. */
+static int kernel_can(void *p, int into_p)
 {
     int fd[2];
+    char c = 7;
     cr_assert_eq(pipe(fd), 0);
-    ssize_t n = write(fd[1], p, 1);
+    if (into_p)
+        cr_assert_eq(write(fd[1], &c, 1), 1);
+    ssize_t n = into_p ? read(fd[0], p, 1) : write(fd[1], p, 1);
     int e = errno;
     close(fd[0]);
     close(fd[1]);
-    cr_assert(n == 1 || (n < 0 && e == EFAULT), "write: %zd, errno %d", n, e);
+    cr_assert(n == 1 || (n < 0 && e == EFAULT), "%s: %zd, errno %d", into_p ? "read" : "write", n,
+              e);
     return n == 1;
 }
 
-/* 1 if the kernel can write a byte at p (read(2) from a pipe into p). */
-static int writable(void *p)
-{
-    int fd[2];
-    cr_assert_eq(pipe(fd), 0);
-    char c = 7;
-    cr_assert_eq(write(fd[1], &c, 1), 1);
-    ssize_t n = read(fd[0], p, 1);
-    int e = errno;
-    close(fd[0]);
-    close(fd[1]);
-    cr_assert(n == 1 || (n < 0 && e == EFAULT), "read: %zd, errno %d", n, e);
-    return n == 1;
-}
+static int readable(void *p) { return kernel_can(p, 0); }
+static int writable(void *p) { return kernel_can(p, 1); }
 
 /* VMEM_PAUSE_GUARD=1: a kept block can be neither read nor written while its
  * tag is paused (an access faults); resumed, it can, contents intact. */
