@@ -994,6 +994,14 @@ static void keep_host_small(vmm_backend_t *m, CUdeviceptr at)
         m->hsmall[m->nsmall++] = h;
 }
 
+/* 1 if step s covers exactly one whole big mapping, its granules in
+ * `state` (VMM_DEVICE or VMM_HOST). */
+static int step_big_mapping(const vmm_backend_t *m, const move_step_t *s, int state)
+{
+    size_t i0 = granule_index(m, s->src);
+    return m->bign && s->n == m->bign && i0 % m->bign == 0 && m->big[i0] && m->state[i0] == state;
+}
+
 static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
 {
     double t0 = seconds();
@@ -1004,8 +1012,7 @@ static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
     if (r == CUDA_SUCCESS) {
         /* Back to the device: a whole big host mapping is kept for the
          * next move to host (a second pause pins nothing). */
-        if (kind == VMM_DEVICE && m->bign && s->n == m->bign && i0 % m->bign == 0 &&
-            m->big[i0] && m->state[i0] == VMM_HOST)
+        if (kind == VMM_DEVICE && step_big_mapping(m, s, VMM_HOST))
             keep_host(m, s->src);
         for (size_t k = 0; kind == VMM_DEVICE && k < s->n; k++)
             if (!m->big[i0 + k] && m->state[i0 + k] == VMM_HOST)
@@ -1059,9 +1066,7 @@ static void step_abandon(vmm_backend_t *m, move_step_t *s)
  */
 static int swap_fits(const vmm_backend_t *m, const move_step_t *s, int kind)
 {
-    size_t i0 = granule_index(m, s->src);
-    return kind == VMM_HOST && m->host_big && m->bign && s->n == m->bign && i0 % m->bign == 0 &&
-           m->big[i0] && m->state[i0] == VMM_DEVICE;
+    return kind == VMM_HOST && m->host_big && step_big_mapping(m, s, VMM_DEVICE);
 }
 
 /* Maps the old device memory back at src (src unmapped), after a failed or
@@ -1299,11 +1304,10 @@ static int env_flag(const char *name, int dflt)
  * the same host memory with access. */
 static CUdeviceptr copy_source(const vmm_backend_t *m, const move_step_t *s)
 {
-    size_t i0 = granule_index(m, s->src);
-    if (m->noacc && m->bign && s->n == m->bign && i0 % m->bign == 0 && m->noacc[i0 / m->bign] &&
-        m->bslot[i0 / m->bign])
-        return slot_addr(m, m->bslot[i0 / m->bign] - 1);
-    return s->src;
+    if (!m->noacc || !step_big_mapping(m, s, VMM_HOST))
+        return s->src;
+    size_t b = granule_index(m, s->src) / m->bign;
+    return m->noacc[b] && m->bslot[b] ? slot_addr(m, m->bslot[b] - 1) : s->src;
 }
 
 /*
