@@ -104,7 +104,7 @@ static int parse_backend(const char *s, vmem_backend_kind_t *out)
     return -1;
 }
 
-static int parse_bool(const char *s, int *out)
+int options_parse_bool(const char *s, int *out)
 {
     if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on")) {
         *out = 1;
@@ -251,7 +251,7 @@ vmem_status_t vmem_config_from_env(vmem_config_t *cfg)
                 bad = *(size_t *)field < VMEM_SIM_CAPACITY_MIN ||
                       *(size_t *)field > VMEM_SIM_CAPACITY_MAX;
             break;
-        case OPT_BOOL: bad = parse_bool(val, (int *)field); break;
+        case OPT_BOOL: bad = options_parse_bool(val, (int *)field); break;
         case OPT_U64: bad = options_parse_u64(val, (uint64_t *)field); break;
         case OPT_INT: bad = parse_int(val, (int *)field); break;
         case OPT_RATE: bad = parse_rate(val, (double *)field); break;

@@ -272,6 +272,20 @@ vmem_status_t vmem_host_reserve(vmem_t *v, size_t bytes, size_t *kept)
     return st;
 }
 
+/* VMEM_PAUSE_GUARD, read at each pause: 1 if it turns the guard on.  A
+ * value options_parse_bool refuses is logged and leaves the guard off. */
+static int pause_guard(vmem_t *v)
+{
+    const char *g = getenv("VMEM_PAUSE_GUARD");
+    int on = 0;
+    if (g && *g && options_parse_bool(g, &on) != 0) {
+        vmem_log(v, VMEM_LOG_ERROR,
+                 "invalid VMEM_PAUSE_GUARD=\"%s\" (expected 0 or 1); the pause is not guarded", g);
+        on = 0;
+    }
+    return on;
+}
+
 vmem_status_t vmem_pause(vmem_t *v, unsigned tag, unsigned flags)
 {
     if (!v || tag == 0 || (flags != VMEM_PAUSE_KEEP && flags != VMEM_PAUSE_DISCARD)) {
@@ -280,6 +294,7 @@ vmem_status_t vmem_pause(vmem_t *v, unsigned tag, unsigned flags)
         return VMEM_INVALID_ARG(v);
     }
     double t0 = vmem_now();
+    int guard = pause_guard(v); /* read before the lock: it may log */
     pthread_mutex_lock(&v->lock);
     if (!(v->dev_backend->host_ops && v->dev_backend->host_ops->region_park && v->dev.hostmap)) {
         pthread_mutex_unlock(&v->lock);
@@ -295,9 +310,8 @@ vmem_status_t vmem_pause(vmem_t *v, unsigned tag, unsigned flags)
         /* Free memory on streams is settled first, so all of it goes back. */
         if (v->multi_stream)
             vmem_streams_settle(v);
-        /* VMEM_PAUSE_GUARD: the kept blocks fault on access until resumed. */
-        const char *g = getenv("VMEM_PAUSE_GUARD");
-        t->arena.backend->move_guard = flags == VMEM_PAUSE_KEEP && g && *g && strcmp(g, "0") != 0;
+        /* The kept blocks fault on access until resumed. */
+        t->arena.backend->move_guard = flags == VMEM_PAUSE_KEEP && guard;
         st = bfc_pause(&t->arena, flags == VMEM_PAUSE_KEEP, vmem_host_room(v), &m);
         t->arena.backend->move_guard = 0;
         tags_sync(v);

@@ -199,6 +199,9 @@ vmem_status_t stats_write_file(vmem_t *v, const char *path);
 /* A decimal count (digits only, no sign or blanks) that fits 64 bits:
  * 0, or -1 (options.c). */
 int options_parse_u64(const char *s, uint64_t *out);
+/* A switch: 1, true, yes, on (any case) set *out to 1; 0, false, no, off to
+ * 0; anything else: -1, *out untouched (options.c). */
+int options_parse_bool(const char *s, int *out);
 
 /* VMEM_PLACEMENT's names (options.c): the name of p, "unknown" if none;
  * placement_parse sets *out from a name (any case), -1 if none. */

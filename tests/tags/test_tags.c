@@ -377,10 +377,24 @@ Test(tags, guarded_pause_makes_kept_blocks_inaccessible)
     cr_assert(!writable(a + 12345), "a guarded paused block was writable");
     cr_assert_eq(vmem_resume(v, 1), VMEM_OK);
     cr_assert(readable(a) && pattern_ok(a, 4 * MiB, 21), "resumed: contents intact");
-    unsetenv("VMEM_PAUSE_GUARD");
+    /* Switch values as everywhere (on/off, true/false, ...); one the
+     * parser refuses leaves the pause unguarded (and is logged). */
+    static const char *const off[] = {NULL, "off", "false", "maybe"};
+    for (int i = 0; i < 4; i++) {
+        if (off[i])
+            setenv("VMEM_PAUSE_GUARD", off[i], 1);
+        else
+            unsetenv("VMEM_PAUSE_GUARD");
+        cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+        cr_assert(readable(a + 12345), "VMEM_PAUSE_GUARD=%s: a kept paused block is readable",
+                  off[i] ? off[i] : "(unset)");
+        cr_assert_eq(vmem_resume(v, 1), VMEM_OK);
+    }
+    setenv("VMEM_PAUSE_GUARD", "on", 1);
     cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
-    cr_assert(readable(a + 12345), "unguarded: a kept paused block is readable host memory");
+    cr_assert(!readable(a + 12345), "VMEM_PAUSE_GUARD=on: guarded");
     cr_assert_eq(vmem_resume(v, 1), VMEM_OK);
+    unsetenv("VMEM_PAUSE_GUARD");
     vmem_free(v, a);
     CHECK(v);
     vmem_destroy(v);
