@@ -26,6 +26,11 @@
  *              host memory): cuMemCreate, cuMemMap, cuMemSetAccess per
  *              mapping, cuMemUnmap (frees); per call and per MiB: what
  *              moving a whole block costs when each block is one mapping
+ *   discard    20 GiB of device memory in handles of 64 MiB, 512 MiB and
+ *              one 20 GiB handle (released once mapped), then freed by
+ *              cuMemUnmap: one call over the run, one call per mapping, and
+ *              per mapping spread over 2, 4 and 8 threads: what a pause with
+ *              discard pays per handle, and whether threads share it
  *
  * Usage: vmm-driver-probe [N] [T].  JSON lines on stdout.  Exit 77 without a
  * GPU, 1 when a driver call fails.
@@ -246,6 +251,89 @@ static void block_sizes(void)
     cu->MemAddressFree(va, room);
 }
 
+
+/* discard: unmapping (which frees) ranges of the given handle size. */
+typedef struct unmap_job {
+    CUdeviceptr va;
+    size_t sz, lo, hi;
+} unmap_job_t;
+
+static void *unmap_worker(void *arg)
+{
+    unmap_job_t *j = arg;
+    check(cu->CtxPushCurrent(ctx), "discard: push");
+    for (size_t i = j->lo; i < j->hi; i++)
+        check(cu->MemUnmap(j->va + i * j->sz, j->sz), "discard: unmap");
+    CUcontext c;
+    cu->CtxPopCurrent(&c);
+    return NULL;
+}
+
+static void discard_map(CUdeviceptr va, size_t sz, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        CUmemGenericAllocationHandle h;
+        check(cu->MemCreate(&h, sz, &prop, 0), "discard: create");
+        check(cu->MemMap(va + i * sz, sz, 0, h, 0), "discard: map");
+        check(cu->MemRelease(h), "discard: release");
+    }
+    check(cu->MemSetAccess(va, k * sz, &acc, 1), "discard: access");
+    check(cu->CtxSynchronize(), "discard: sync");
+}
+
+static void discard_calls(void)
+{
+    size_t total = (size_t)20 << 30;
+    size_t free_b = 0, tot_b = 0;
+    if (cudaMemGetInfo(&free_b, &tot_b) != cudaSuccess || free_b < total + ((size_t)2 << 30)) {
+        printf("{\"phase\": \"discard\", \"skipped\": \"less than 22 GiB free\"}\n");
+        return;
+    }
+    CUdeviceptr va;
+    check(cu->MemAddressReserve(&va, total, 512 * MiB, 0, 0), "discard: reserve");
+    static const size_t mib[] = {64, 512, 20480};
+    for (size_t j = 0; j < sizeof mib / sizeof *mib; j++) {
+        size_t sz = mib[j] * MiB, k = total / sz;
+        /* One call over the run (refused by drivers that want one per mapping). */
+        discard_map(va, sz, k);
+        double t0 = vmem_now();
+        CUresult r = cu->MemUnmap(va, total);
+        double one = vmem_now() - t0;
+        if (r != CUDA_SUCCESS) {
+            for (size_t i = 0; i < k; i++)
+                check(cu->MemUnmap(va + i * sz, sz), "discard: unmap");
+            one = -1;
+        }
+        discard_map(va, sz, k);
+        t0 = vmem_now();
+        for (size_t i = 0; i < k; i++)
+            check(cu->MemUnmap(va + i * sz, sz), "discard: unmap");
+        double each = vmem_now() - t0;
+        printf("{\"phase\": \"discard\", \"handle_mib\": %zu, \"handles\": %zu, "
+               "\"ms_one_call\": %.2f, \"ms_per_mapping\": %.2f", mib[j], k, one * 1e3, each * 1e3);
+        static const int nt[] = {2, 4, 8};
+        for (size_t q = 0; q < sizeof nt / sizeof *nt && k >= (size_t)nt[q]; q++) {
+            int t = nt[q];
+            pthread_t tid[8];
+            unmap_job_t job[8];
+            discard_map(va, sz, k);
+            t0 = vmem_now();
+            for (int i = 0; i < t; i++) {
+                job[i] = (unmap_job_t){va, sz, k * (size_t)i / (size_t)t, k * (size_t)(i + 1) / (size_t)t};
+                if (pthread_create(&tid[i], NULL, unmap_worker, &job[i]) != 0)
+                    unmap_worker(&job[i]), tid[i] = 0;
+            }
+            for (int i = 0; i < t; i++)
+                if (tid[i])
+                    pthread_join(tid[i], NULL);
+            printf(", \"ms_%d_threads\": %.2f", t, (vmem_now() - t0) * 1e3);
+        }
+        printf("}\n");
+        fflush(stdout);
+    }
+    cu->MemAddressFree(va, total);
+}
+
 int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 2048;
@@ -393,6 +481,7 @@ int main(int argc, char **argv)
     swap_calls(va, span / (3 * 64 * MiB) < 32 ? span / (3 * 64 * MiB) : 32);
     cu->MemAddressFree(va, span);
     block_sizes();
+    discard_calls();
     free(h);
     return 0;
 }
