@@ -191,11 +191,6 @@ void tags_json(vmem_t *v, void (*fn)(void *ctx, const char *fmt, ...), void *ctx
 /* stats.c */
 vmem_status_t stats_write_file(vmem_t *v, const char *path);
 
-/* options.c: the initial device limit of cfg and where it comes from
- * (source: "VMEM_LIMIT", "config", "CUDA_DEVICE_MEMORY_LIMIT_<device>",
- * "CUDA_DEVICE_MEMORY_LIMIT", or "device" with *limit 0: the device's free
- * memory).  The plugin variables are read only when cfg->limit is 0.
- * VMEM_ERR_ENV (logged) if a plugin variable is malformed. */
 /* A decimal count (digits only, no sign or blanks) that fits 64 bits:
  * 0, or -1 (options.c). */
 int options_parse_u64(const char *s, uint64_t *out);
@@ -210,6 +205,11 @@ int placement_parse(const char *s, vmem_placement_t *out);
 /* The placement in force (stats.c): the planner's rule, NAIVE without one. */
 vmem_placement_t placement_in_force(const vmem_t *v);
 
+/* options.c: the initial device limit of cfg and where it comes from
+ * (source: "VMEM_LIMIT", "config", "CUDA_DEVICE_MEMORY_LIMIT_<device>",
+ * "CUDA_DEVICE_MEMORY_LIMIT", or "device" with *limit 0: the device's free
+ * memory).  The plugin variables are read only when cfg->limit is 0.
+ * VMEM_ERR_ENV (logged) if a plugin variable is malformed. */
 vmem_status_t options_limit_default(const vmem_config_t *cfg, size_t *limit, char *source,
                                     size_t len);
 
