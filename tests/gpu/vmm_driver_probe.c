@@ -67,10 +67,14 @@ static void report(const char *phase, const char *call, size_t n, double s)
     fflush(stdout);
 }
 
+enum { JOB_CREATE, JOB_RELEASE, JOB_UNMAP };
+
+/* One thread's share [lo, hi) of n calls of one kind. */
 typedef struct job {
-    CUmemGenericAllocationHandle *h;
-    size_t lo, hi;
-    int create; /* 1: create h[lo..hi), 0: release them */
+    int op;                         /* JOB_*: */
+    CUmemGenericAllocationHandle *h; /* create h[i] (2 MiB), or release it */
+    CUdeviceptr va;                 /* unmap [va + i * sz, + sz) (which frees it) */
+    size_t sz, lo, hi;
 } job_t;
 
 static void *worker(void *arg)
@@ -78,23 +82,29 @@ static void *worker(void *arg)
     job_t *j = arg;
     check(cu->CtxPushCurrent(ctx), "push");
     for (size_t i = j->lo; i < j->hi; i++) {
-        if (j->create)
+        if (j->op == JOB_CREATE)
             check(cu->MemCreate(&j->h[i], g, &prop, 0), "create (thread)");
-        else
+        else if (j->op == JOB_RELEASE)
             check(cu->MemRelease(j->h[i]), "release (thread)");
+        else
+            check(cu->MemUnmap(j->va + i * j->sz, j->sz), "unmap (thread)");
     }
     CUcontext c;
     cu->CtxPopCurrent(&c);
     return NULL;
 }
 
-static double threaded(CUmemGenericAllocationHandle *h, size_t n, int t, int create)
+/* Runs the n calls of `kind` (lo and hi are set here) spread over t
+ * threads; returns the seconds taken. */
+static double threaded(job_t kind, size_t n, int t)
 {
     pthread_t tid[64];
     job_t job[64];
     double t0 = vmem_now();
     for (int i = 0; i < t; i++) {
-        job[i] = (job_t){h, n * (size_t)i / (size_t)t, n * (size_t)(i + 1) / (size_t)t, create};
+        job[i] = kind;
+        job[i].lo = n * (size_t)i / (size_t)t;
+        job[i].hi = n * (size_t)(i + 1) / (size_t)t;
         if (pthread_create(&tid[i], NULL, worker, &job[i]) != 0)
             worker(&job[i]), tid[i] = 0;
     }
@@ -251,24 +261,7 @@ static void block_sizes(void)
     cu->MemAddressFree(va, room);
 }
 
-
-/* discard: unmapping (which frees) ranges of the given handle size. */
-typedef struct unmap_job {
-    CUdeviceptr va;
-    size_t sz, lo, hi;
-} unmap_job_t;
-
-static void *unmap_worker(void *arg)
-{
-    unmap_job_t *j = arg;
-    check(cu->CtxPushCurrent(ctx), "discard: push");
-    for (size_t i = j->lo; i < j->hi; i++)
-        check(cu->MemUnmap(j->va + i * j->sz, j->sz), "discard: unmap");
-    CUcontext c;
-    cu->CtxPopCurrent(&c);
-    return NULL;
-}
-
+/* discard: k handles of sz bytes mapped at va (released: an unmap frees). */
 static void discard_map(CUdeviceptr va, size_t sz, size_t k)
 {
     for (size_t i = 0; i < k; i++) {
@@ -313,20 +306,9 @@ static void discard_calls(void)
                "\"ms_one_call\": %.2f, \"ms_per_mapping\": %.2f", mib[j], k, one * 1e3, each * 1e3);
         static const int nt[] = {2, 4, 8};
         for (size_t q = 0; q < sizeof nt / sizeof *nt && k >= (size_t)nt[q]; q++) {
-            int t = nt[q];
-            pthread_t tid[8];
-            unmap_job_t job[8];
             discard_map(va, sz, k);
-            t0 = vmem_now();
-            for (int i = 0; i < t; i++) {
-                job[i] = (unmap_job_t){va, sz, k * (size_t)i / (size_t)t, k * (size_t)(i + 1) / (size_t)t};
-                if (pthread_create(&tid[i], NULL, unmap_worker, &job[i]) != 0)
-                    unmap_worker(&job[i]), tid[i] = 0;
-            }
-            for (int i = 0; i < t; i++)
-                if (tid[i])
-                    pthread_join(tid[i], NULL);
-            printf(", \"ms_%d_threads\": %.2f", t, (vmem_now() - t0) * 1e3);
+            double s = threaded((job_t){.op = JOB_UNMAP, .va = va, .sz = sz}, k, nt[q]);
+            printf(", \"ms_%d_threads\": %.2f", nt[q], s * 1e3);
         }
         printf("}\n");
         fflush(stdout);
@@ -431,7 +413,7 @@ int main(int argc, char **argv)
     report("one-call", "cuMemRelease (frees)", n, vmem_now() - t1);
 
     /* threads */
-    double s = threaded(h, n, t, 1);
+    double s = threaded((job_t){.op = JOB_CREATE, .h = h}, n, t);
     char call[64];
     snprintf(call, sizeof call, "cuMemCreate in %d threads", t);
     report("threads", call, n, s);
@@ -440,7 +422,7 @@ int main(int argc, char **argv)
     check(cu->MemSetAccess(va, n * g, &acc, 1), "access");
     for (size_t i = 0; i < n; i++)
         check(cu->MemUnmap(va + i * g, g), "unmap");
-    s = threaded(h, n, t, 0);
+    s = threaded((job_t){.op = JOB_RELEASE, .h = h}, n, t);
     snprintf(call, sizeof call, "cuMemRelease (frees) in %d threads", t);
     report("threads", call, n, s);
 
