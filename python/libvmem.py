@@ -29,7 +29,7 @@ import os
 __all__ = [
     "VmemError", "library_path", "load", "install_torch", "install_cupy",
     "set_limit", "get_limit", "stats", "step_end", "trim", "parse_size",
-    "install_step_hook", "remove_step_hook",
+    "install_step_hook", "remove_step_hook", "install_offload", "offload_stats",
     "strerror", "region", "pause", "resume", "tag_stats", "tag_id", "mempool", "version",
 ]
 
@@ -254,6 +254,8 @@ def step_end(device=None):
         st = lib.vmem_step_end(_instance(device))
     if st != VMEM_OK:
         raise VmemError(st, "step_end")
+    if _offload is not None:
+        _offload.step_end()
 
 
 def trim(device=0):
@@ -270,6 +272,7 @@ def trim(device=0):
 # --------------------------------------------------------------------------
 
 _step_hook = None
+_offload = None
 
 
 def _hook_step_end(opt, args, kwargs):
@@ -304,12 +307,18 @@ def remove_step_hook():
         _step_hook = None
 
 
-def install_torch(step_hook=True):
+def install_torch(step_hook=True, offload=None):
     """Makes libvmem PyTorch's CUDA allocator (CUDAPluggableAllocator +
     change_current_allocator).  Must run before the first CUDA allocation of
     the process; raises RuntimeError otherwise.  Returns the allocator.
     step_hook (default True): also install_step_hook(), so every optimizer
     step ends a libvmem step (placement, statistics, control changes).
+    offload (default: $VMEM_TORCH_OFFLOAD, on unless "0"): install the saved
+    tensor hooks of libvmem_offload, which copy autograd's saved tensors to
+    pinned host memory and back on copy streams while the kernels run, only
+    while a step does not fit under the limit (docs/placement.md, "Overlap";
+    offload_stats()).  Installed on the calling thread: run the forward
+    pass there.
 
     With the pluggable allocator, torch.cuda.memory_allocated() and the other
     caching-allocator statistics are not available: use libvmem.stats().
@@ -325,7 +334,45 @@ def install_torch(step_hook=True):
                            "allocation: " + str(e)) from e
     if step_hook:
         install_step_hook()
+    if offload is None:
+        offload = _env_flag("VMEM_TORCH_OFFLOAD", True)
+    if offload:
+        install_offload()
     return alloc
+
+
+def _env_flag(name, default):
+    val = os.environ.get(name)
+    if val is None or val == "":
+        return default
+    val = val.strip().lower()
+    if val in ("1", "true", "yes", "on"):
+        return True
+    if val in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("%s: not a boolean: %r" % (name, val))
+
+
+def install_offload(min_bytes=1 << 20):
+    """Installs the overlapped offload of saved tensors (libvmem_offload)
+    without the allocator (install_torch does it by default).  Idempotent."""
+    global _offload
+    import sys
+    import torch
+    import libvmem_offload as off
+    off.install(sys.modules[__name__], torch, min_bytes=min_bytes)
+    _offload = off
+    return off
+
+
+def offload_stats():
+    """The saved tensor offload's counters (libvmem_offload.stats()):
+    budget, offloaded_bytes, prefetched_bytes, late_fetch_bytes (copied back
+    when backward needed them, not ahead), last_step, ...; {"installed":
+    False} without it."""
+    if _offload is None:
+        return {"installed": False}
+    return _offload.stats()
 
 
 def install_cupy(stream_aware=False):

@@ -22,7 +22,8 @@ device, cudaMemcpyAsync), which give the floors:
 The full step is the median of the second half of the F full steps (at least
 from the third on); after each raise the table gives every step and the median
 from the second step on against it.  Environment: CUT_JOBS, CUT_MODES,
-CUT_FULL (F, 5), CUT_STEPS (C, 13: the transition, three trial steps for
+CUT_FULL (F, 5), CUT_MODES (a mode RULE+offload, e.g. planned+offload, also
+installs libvmem_offload's saved tensor hooks; plain modes run without), CUT_STEPS (C, 13: the transition, three trial steps for
 each of three rules, then three under the rule chosen), CUT_RAISED (R, 3), CUT_UNCUT (0: no
 uncut process), CUT_PROFILE (1: profiler table of the last step of each cut).
 Results: $OUT/cut-bench.json and a table on stdout.
@@ -118,7 +119,9 @@ def worker(a):
     import framework_proof as fp
     L = fp.load_libvmem()
     import torch
-    L.install_torch()  # with the optimizer post-step hook: no step_end() below
+    # with the optimizer post-step hook: no step_end() below; the saved
+    # tensor offload as VMEM_TORCH_OFFLOAD says (main() sets it per mode)
+    L.install_torch()
     torch.manual_seed(0)
     torch.cuda.manual_seed_all(0)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -181,6 +184,8 @@ def worker(a):
                        "swap_points": s1.get("swapPoints", 0) - s0.get("swapPoints", 0),
                        "swap_skipped": s1.get("swapSkipped", 0) - s0.get("swapSkipped", 0),
                        "regions": s1.get("deviceRegions"),
+                       "trims": s1.get("deviceTrims", 0) - s0.get("deviceTrims", 0),
+                       "trimmed": s1.get("deviceTrimmedBytes", 0) - s0.get("deviceTrimmedBytes", 0),
                        "held": s1.get("deviceHeld"),
                        "host_in_use": s1["hostInUse"], "dev_max": s1["deviceMemUsedMax"],
                        "limit": s1["limit"], "rule": s1.get("placement"),
@@ -190,6 +195,14 @@ def worker(a):
                        - s0["hostFreedBytes"] * s0["hostLifeEvents"],
                        "life_seconds_sum": s1["hostFreedBytes"] * s1["hostLifeSeconds"]
                        - s0["hostFreedBytes"] * s0["hostLifeSeconds"]}
+                off = L.offload_stats()
+                if off.get("installed"):
+                    ls = off.get("last_step", {})
+                    rec["offload"] = {k: ls.get(k, 0) for k in ("offloaded", "prefetched", "late",
+                                                                "budget", "device_max", "host_max",
+                                                                "pack_s", "unpack_s", "wait_s")}
+                    rec["offload"]["next_budget"] = off["budget"]
+                    rec["offload"]["waits_out"] = off["waits_out"]
                 res["steps"].append(rec)
                 log("%s %s %-8s %2d %8.1f ms loss %.5f host %.2f GB (plan %.2f fb %.2f mv %.2f) "
                     "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
@@ -199,6 +212,16 @@ def worker(a):
                         rec["host_in_use"] / 1e9, rec["rule"], rec["swap_out"] / 1e9,
                         rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"],
                         rec["regions"], (rec["held"] or 0) / 1e9))
+                if "offload" in rec:
+                    o = rec["offload"]
+                    log("    offload: %.2f GB out, %.2f GB fetched ahead, %.2f GB late; budget %.2f "
+                        "-> %.2f GB; device max %.2f GB, host max %.2f GB; %d waits" % (
+                            o["offloaded"] / 1e9, o["prefetched"] / 1e9, o["late"] / 1e9,
+                            o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
+                            o["host_max"] / 1e9, o["waits_out"]))
+                    log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB)" % (
+                        o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3, rec["trims"],
+                        rec["trimmed"] / 1e9))
                 i += 1
         if a.bandwidth:
             res["bandwidth"] = bandwidths(L, torch)
@@ -278,7 +301,8 @@ def main():
     p.add_argument("--worker", action="store_true")
     p.add_argument("--jobs", default=os.environ.get("CUT_JOBS", "gpt2,resnet50,bert"))
     p.add_argument("--modes", default=os.environ.get("CUT_MODES", "naive,planned"),
-                   help="VMEM_PLACEMENT values: naive, planned, farthest, largest, swap")
+                   help="VMEM_PLACEMENT values: naive, planned, farthest, largest, swap; "
+                        "RULE+offload adds the saved tensor offload (VMEM_TORCH_OFFLOAD=1)")
     p.add_argument("--job")
     p.add_argument("--mode")
     p.add_argument("--batch", type=int, default=0)
@@ -300,8 +324,12 @@ def main():
     for job in a.jobs.split(","):
         uncut = ["uncut"] if os.environ.get("CUT_UNCUT", "1") != "0" else []
         for mode in a.modes.split(",") + uncut:
-            out = os.path.join(OUT, "cut-%s-%s.json" % (job, mode))
-            env = dict(os.environ, VMEM_PLACEMENT="planned" if mode == "uncut" else mode)
+            out = os.path.join(OUT, "cut-%s-%s.json" % (job, mode.replace("+", "-")))
+            # "RULE+offload": VMEM_PLACEMENT=RULE with the saved tensor
+            # offload (libvmem_offload); a plain RULE runs without it
+            rule, _, extra = mode.partition("+")
+            env = dict(os.environ, VMEM_PLACEMENT="planned" if mode == "uncut" else rule,
+                       VMEM_TORCH_OFFLOAD="1" if extra == "offload" else "0")
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--job", job, "--mode", mode,
                    "--full", str(a.full), "--cut", str(a.cut), "--raised", str(a.raised),
                    "--result", out] + (["--batch", str(a.batch)] if a.batch else [])

@@ -1,0 +1,511 @@
+"""Overlapped offload of autograd's saved tensors while a job is cut (issue 11).
+
+When libvmem's limit is below what a training step needs, the allocator alone
+can only choose which blocks lie in host memory, where kernels then read them
+through the link at every use (docs/placement.md).  PyTorch's autograd says
+more than the allocator sees: a saved tensor is *packed* when the forward
+pass saves it for backward and *unpacked* right before the backward node that
+reads it.  This module hooks both (torch.autograd.graph's default saved
+tensor hooks) and, only while the last step did not fit under the limit:
+
+  * pack: copies the saved tensor to pinned host memory on a copy stream
+    (after an event on the compute stream: its producer has run) and drops
+    the device tensor once the copy is done, so its memory goes back to
+    libvmem for the rest of the forward pass;
+  * unpack: returns a device copy made ahead of time on a second copy stream
+    (the compute stream waits on its event), or makes it then;
+  * prefetch: at every unpack, copies back the next offloaded tensors in
+    reverse pack order (the order backward reads them in) while libvmem's
+    device memory in use leaves room for them under the limit.
+
+The copies run while kernels run.  Which tensors: the first ones the
+forward pass saves (their backward comes last, which leaves the most time to
+bring them back), of at least min_bytes, that own their whole storage, until
+the step's budget is reached.  The budget is learned at each step end from
+libvmem's statistics (the device and host bytes in use at the step's peak
+against the limit), so a job that fits offloads nothing and a cut job
+offloads about what the cut takes away.
+
+Contract: the tensors autograd saved come back as copies at other addresses
+(autograd owns them; tensors the program holds keep theirs).  A saved
+tensor's value is the one it had when it was saved (stream order), as
+autograd requires.  Nothing is offloaded while a CUDA graph is being
+captured.  Steps are delimited by libvmem's step ends (install_torch's
+optimizer hook, or libvmem.step_end()).  docs/placement.md, "Overlap".
+"""
+
+import threading
+import time
+import weakref
+
+__all__ = ["Budget", "Offload", "install", "uninstall", "active", "stats"]
+
+MiB = 1 << 20
+
+
+class Budget:
+    """How many bytes of saved tensors to offload per step, learned from the
+    last steps (no torch needed: tested on its own).
+
+    At each step end: demand = device bytes in use at the step's maximum +
+    host bytes in use at the step's maximum (blocks libvmem put on host
+    because they did not fit; an upper bound, the two maxima need not
+    coincide).  target = limit - margin_frac of the limit (the copies in
+    flight are in the measured maximum already).  A step that did not fit
+    (host bytes, or demand above the target) raises the budget by demand -
+    target (at least step_min); a step that fits with more than slack_frac
+    of the limit to spare lowers it by half of the room, so the budget
+    follows the limit both ways.  The budget never exceeds what the last
+    step could offload (its eligible saved tensors).  window_out and
+    window_in, the bytes of copies in flight each way, are limit x
+    window_frac between 64 MiB and window_max."""
+
+    def __init__(self, window_max=512 * MiB, window_frac=1 / 32, margin_frac=0.03,
+                 slack_frac=0.02, step_min=64 * MiB):
+        self.window_max = window_max
+        self.window_frac = window_frac
+        self.window_out = self.window_in = window_max
+        self.margin_frac = margin_frac
+        self.slack_frac = slack_frac
+        self.step_min = step_min
+        self.bytes = 0
+        self.limit = None  # the limit the budget was learned under
+        self.history = []  # (demand, target, budget) per step, the last 64
+
+    def retarget(self, limit):
+        """The limit changed within a step (a scheduler raised or cut it):
+        the budget moves by the change at once, so the first step after a
+        raise does not offload for the old limit.  Returns the budget."""
+        if self.limit is not None and limit != self.limit:
+            self.bytes = max(0, self.bytes - (limit - self.limit))
+        self.limit = limit
+        return self.bytes
+
+    def set_limit(self, limit):
+        w = max(64 * MiB, min(self.window_max, int(limit * self.window_frac)))
+        self.window_out = self.window_in = w
+
+    def step_end(self, limit, device_max, host_max, offloadable):
+        """Updates and returns the budget for the next step.  offloadable:
+        bytes the step could have offloaded (eligible saved tensors; 0 when
+        the step did not look, because the budget was 0)."""
+        self.set_limit(limit)
+        self.limit = limit
+        target = max(0, limit - int(limit * self.margin_frac))
+        demand = device_max + host_max
+        if host_max > 0 or demand > target:
+            self.bytes += max(demand - target, self.step_min)
+        elif self.bytes and device_max + int(limit * self.slack_frac) < target:
+            self.bytes -= (target - device_max) // 2
+        if offloadable:
+            self.bytes = min(self.bytes, offloadable)
+        self.bytes = max(0, self.bytes)
+        self.history.append((demand, target, self.bytes))
+        del self.history[:-64]
+        return self.bytes
+
+
+class HostPool:
+    """Pinned host buffers kept from step to step, by size: a step repeats
+    its saved tensors' sizes, and pinning new memory (cudaHostAlloc through
+    PyTorch's host allocator) in the forward pass took ~0.8 ms per tensor on
+    an H100, with the CPU waiting.  A buffer comes back when its record dies
+    (autograd dropped the packed tensor), with the event of the last copy
+    that read it, which the next copy into it waits for."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        self.lock = threading.Lock()  # puts run from finalizers, any thread
+        self.free = {}
+        self.held = 0
+        self.new_bytes = 0
+
+    def get(self, nbytes, stream):
+        with self.lock:
+            lst = self.free.get(nbytes)
+            slot = lst.pop() if lst else None
+        if slot is None:
+            buf = self.torch.empty(nbytes, dtype=self.torch.uint8, pin_memory=True)
+            with self.lock:
+                self.held += nbytes
+                self.new_bytes += nbytes
+            return [buf, None]
+        if slot[1] is not None:
+            stream.wait_event(slot[1])
+            slot[1] = None
+        return slot
+
+    def put(self, slot):
+        with self.lock:
+            self.free.setdefault(slot[0].numel(), []).append(slot)
+
+    def clear(self):
+        with self.lock:
+            for lst in self.free.values():
+                self.held -= sum(s[0].numel() for s in lst)
+            self.free = {}
+
+
+class _Record:
+    """One offloaded saved tensor.  slot: [pinned uint8 buffer, event of the
+    last copy back from it or None], back to the HostPool when the record
+    dies."""
+    __slots__ = ("index", "host", "slot", "out_done", "dev", "in_done", "shape", "stride",
+                 "dtype", "device", "nbytes", "unpacks", "__weakref__")
+
+    def __init__(self, index, slot, out_done, t, nbytes):
+        self.index = index
+        self.slot = slot
+        self.host = slot[0].view(t.dtype).view(t.shape)
+        self.out_done = out_done
+        self.dev = None
+        self.in_done = None
+        self.shape = t.shape
+        self.stride = t.stride()
+        self.dtype = t.dtype
+        self.device = t.device
+        self.nbytes = nbytes
+        self.unpacks = 0
+
+
+class Offload:
+    """The hooks and their state for one process (all devices)."""
+
+    def __init__(self, torch, in_use, budget=None, min_bytes=MiB):
+        """in_use(device_index) -> (device bytes in use, limit): libvmem's
+        (a cheap vmem_get_stats; tests pass their own)."""
+        self.torch = torch
+        self.in_use = in_use
+        self.budget = budget or Budget()
+        self.min_bytes = min_bytes
+        self.lock = threading.Lock()
+        self.streams = {}
+        self.pool = HostPool(torch)
+        self.enabled = True
+        self._reset_step()
+        self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
+                       "late_fetch_bytes": 0, "waits_out": 0, "deduped": 0, "steps_active": 0,
+                       "pack_seconds": 0.0, "unpack_seconds": 0.0, "wait_seconds": 0.0}
+        self.last_step = {}
+        self._mark = (0.0, 0.0, 0.0)
+
+    # -- step state ------------------------------------------------------
+
+    def _reset_step(self):
+        self.records = []       # offloaded this step, in pack order
+        self.pending = []       # (record, device tensor) whose copy out may run
+        self.pending_bytes = 0
+        self.fetched_bytes = 0  # fetched ahead, not unpacked yet
+        self.fetch_next = None  # records[fetch_next]: the next candidate to fetch (None: from the last)
+        # dedupe: (ptr, version, shape, dtype) -> (weakref to the tensor,
+        # record); the weakref tells a tensor packed twice from a later one
+        # that got the same address after the first was freed
+        self.seen = {}
+        self.step_offloaded = 0
+        self.step_offloadable = 0
+        self.step_prefetched = 0
+        self.step_late = 0
+        self.step_checked = False
+
+    def step_end(self, stats_of):
+        """At a libvmem step end: learn the next budget.  stats_of(device) ->
+        (limit, step device max, step host max) for the devices used."""
+        with self.lock:
+            self._drain(block=True)
+            dev = self.records[0].device.index if self.records else 0
+            limit, dmax, hmax = stats_of(dev)
+            tot = self.totals
+            self.last_step = {"pack_s": tot["pack_seconds"] - self._mark[0],
+                              "unpack_s": tot["unpack_seconds"] - self._mark[1],
+                              "wait_s": tot["wait_seconds"] - self._mark[2],
+                              "offloaded": self.step_offloaded, "offloadable": self.step_offloadable,
+                              "prefetched": self.step_prefetched, "late": self.step_late,
+                              "budget": self.budget.bytes, "device_max": dmax, "host_max": hmax,
+                              "limit": limit}
+            if self.step_offloaded:
+                self.totals["steps_active"] += 1
+            self.last_step["host_pinned"] = self.pool.held
+            self.last_step["host_pinned_new"] = self.pool.new_bytes
+            self.pool.new_bytes = 0
+            self.budget.step_end(limit, dmax, hmax, self.step_offloadable)
+            if not self.budget.bytes and not self.step_offloaded:
+                self.pool.clear()
+            self._reset_step()
+            self._mark = (tot["pack_seconds"], tot["unpack_seconds"], tot["wait_seconds"])
+
+    # -- streams ---------------------------------------------------------
+
+    def _streams(self, device):
+        s = self.streams.get(device)
+        if s is None:
+            torch = self.torch
+            with torch.cuda.device(device):
+                s = (torch.cuda.Stream(device), torch.cuda.Stream(device))
+            self.streams[device] = s
+        return s
+
+    # -- pack ------------------------------------------------------------
+
+    def _eligible(self, t):
+        if not t.is_cuda or t.numel() == 0:
+            return 0
+        if t.is_leaf and t.requires_grad:  # parameters: read again, never freed
+            return 0
+        n = t.numel() * t.element_size()
+        if n < self.min_bytes or not t.is_contiguous() or t.storage_offset() != 0:
+            return 0
+        if t.untyped_storage().nbytes() != n:  # a view of a larger storage frees nothing
+            return 0
+        return n
+
+    def pack(self, t):
+        if not self.enabled or self.budget.bytes <= 0:
+            return t
+        torch = self.torch
+        if not isinstance(t, torch.Tensor) or not t.is_cuda:
+            return t
+        n = self._eligible(t)
+        if not n:
+            return t
+        if torch.cuda.is_current_stream_capturing():
+            return t
+        if not self.step_checked:  # the step's first candidate: a limit changed since?
+            self.step_checked = True
+            if self.budget.retarget(self.in_use(t.device.index)[1]) <= 0:
+                return t
+        t0 = time.perf_counter()
+        try:
+            return self._pack(t, n)
+        finally:
+            self.totals["pack_seconds"] += time.perf_counter() - t0
+
+    def _pack(self, t, n):
+        torch = self.torch
+        with self.lock:
+            key = (t.data_ptr(), t._version, tuple(t.shape), t.dtype)
+            hit = self.seen.get(key)
+            if hit is not None and hit[0]() is t:
+                self.totals["deduped"] += 1
+                return hit[1]
+            self.step_offloadable += n
+            if self.step_offloaded >= self.budget.bytes:
+                return t
+            self._drain(block=False)
+            out, _ = self._streams(t.device)
+            compute = torch.cuda.current_stream(t.device)
+            slot = self.pool.get(n, out)
+            out.wait_stream(compute)
+            with torch.cuda.stream(out):
+                host = slot[0].view(t.dtype).view(t.shape)
+                host.copy_(t, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record(out)
+            r = _Record(len(self.records), slot, done, t, n)
+            weakref.finalize(r, self.pool.put, slot)
+            self.records.append(r)
+            self.seen[key] = (weakref.ref(t), r)
+            self.pending.append((r, t))
+            self.pending_bytes += n
+            self.step_offloaded += n
+            self.totals["offloaded_bytes"] += n
+            self.totals["offloaded_tensors"] += 1
+            while self.pending_bytes > self.budget.window_out and len(self.pending) > 1:
+                self._drop_oldest(block=True)
+            return r
+
+    def _drop_oldest(self, block):
+        r, t = self.pending[0]
+        if not r.out_done.query():
+            if not block:
+                return False
+            self.totals["waits_out"] += 1
+            t0 = time.perf_counter()
+            r.out_done.synchronize()
+            self.totals["wait_seconds"] += time.perf_counter() - t0
+        self.pending.pop(0)
+        self.pending_bytes -= r.nbytes
+        return True
+
+    def _drain(self, block):
+        while self.pending and self._drop_oldest(block):
+            pass
+
+    # -- unpack and prefetch ---------------------------------------------
+
+    def _fetch(self, r, stream=None):
+        """Allocates r's device tensor on the compute stream and copies it
+        back on `stream` (the copy waits for the copy out and for the
+        compute stream's work so far, which may still use the memory), or
+        on the compute stream itself when stream is None."""
+        torch = self.torch
+        compute = torch.cuda.current_stream(r.device)
+        dev = torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device=r.device)
+        if stream is None:
+            compute.wait_event(r.out_done)
+            dev.copy_(r.host, non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record(compute)
+            r.dev, r.in_done, r.slot[1] = dev, None, ev
+            return
+        stream.wait_stream(compute)
+        stream.wait_event(r.out_done)
+        with torch.cuda.stream(stream):
+            dev.copy_(r.host, non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record(stream)
+        r.dev, r.in_done = dev, ev
+        r.slot[1] = ev
+
+    def _prefetch(self):
+        if not self.records:
+            return
+        if self.fetch_next is None:
+            self.fetch_next = len(self.records) - 1
+        used, limit = None, None
+        while self.fetch_next >= 0:
+            r = self.records[self.fetch_next]
+            if r.dev is not None or r.unpacks:
+                self.fetch_next -= 1
+                continue
+            if self.fetched_bytes + r.nbytes > self.budget.window_in and self.fetched_bytes:
+                return
+            if used is None:
+                used, limit = self.in_use(r.device.index or 0)
+            if used + r.nbytes > limit - int(limit * self.budget.margin_frac):
+                return
+            self._fetch(r, self._streams(r.device)[1])
+            used += r.nbytes
+            self.fetched_bytes += r.nbytes
+            self.step_prefetched += r.nbytes
+            self.totals["prefetched_bytes"] += r.nbytes
+            self.fetch_next -= 1
+
+    def unpack(self, p):
+        t0 = time.perf_counter()
+        try:
+            return self._unpack(p)
+        finally:
+            self.totals["unpack_seconds"] += time.perf_counter() - t0
+
+    def _unpack(self, p):
+        if not isinstance(p, _Record):
+            if self.records:
+                with self.lock:
+                    self._drain(block=False)
+                    self._prefetch()
+            return p
+        torch = self.torch
+        with self.lock:
+            r = p
+            if r.dev is None:
+                self._fetch(r)
+                self.step_late += r.nbytes
+                self.totals["late_fetch_bytes"] += r.nbytes
+            else:
+                if r.in_done is not None:
+                    torch.cuda.current_stream(r.device).wait_event(r.in_done)
+                if r.unpacks == 0:
+                    self.fetched_bytes -= r.nbytes
+            dev = r.dev
+            r.unpacks += 1
+            r.dev = None  # autograd holds it from here; a second unpack fetches again
+            r.in_done = None
+            if self.fetch_next is None or r.index <= self.fetch_next:
+                self.fetch_next = r.index - 1
+            self._drain(block=False)
+            self._prefetch()
+            return dev
+
+
+_off = None
+
+
+def _stats_reader(lib_mod):
+    import ctypes
+
+    class _S(ctypes.Structure):  # vmem_stats_t up to step_host_max
+        _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32),
+                    ("backend", ctypes.c_char_p)] + [
+            (f, ctypes.c_size_t) for f in (
+                "limit", "pending_limit", "start_cap", "device_held", "device_in_use",
+                "device_requested", "device_peak_held", "device_peak_in_use", "device_regions",
+                "host_limit", "host_held", "host_in_use", "host_peak_held", "host_peak_in_use")] + [
+            (f, ctypes.c_uint64) for f in (
+                "allocs", "frees", "spills", "spilled_bytes", "failures", "bad_frees",
+                "device_region_allocs", "device_region_frees", "steps")] + [
+            ("last_step_seconds", ctypes.c_double)] + [
+            (f, ctypes.c_size_t) for f in (
+                "step_device_min", "step_device_max", "step_host_min", "step_host_max")]
+
+    lib = lib_mod.load()
+    fn = lib.vmem_get_stats
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    peek = lib.vmem_instance_peek
+    buf = _S()
+    buf.size = ctypes.sizeof(_S)
+    ref = ctypes.byref(buf)
+
+    def read(device):
+        v = peek(device)
+        if not v or fn(v, ref) != 0:
+            return None
+        return buf
+    return read
+
+
+def install(lib_mod, torch, min_bytes=MiB, budget=None):
+    """Installs the saved tensor hooks (process-wide default hooks, pushed
+    on the calling thread, where the forward pass must run).  Idempotent;
+    returns the Offload."""
+    global _off
+    if _off is not None:
+        return _off
+    read = _stats_reader(lib_mod)
+
+    def in_use(device):
+        s = read(device)
+        return (s.device_in_use, s.limit) if s is not None else (0, 1 << 62)
+
+    _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes)
+    _off.read = read
+    torch._C._autograd._push_saved_tensors_default_hooks(_off.pack, _off.unpack)
+    return _off
+
+
+def uninstall():
+    """Pops the hooks install() pushed (call it on the same thread, with no
+    other default hooks pushed since)."""
+    global _off
+    if _off is None:
+        return
+    _off.enabled = False
+    _off.torch._C._autograd._pop_saved_tensors_default_hooks()
+    _off = None
+
+
+def active():
+    return _off is not None and _off.budget.bytes > 0
+
+
+def step_end():
+    """Called by libvmem.step_end() after the libvmem step end."""
+    if _off is None:
+        return
+
+    def stats_of(device):
+        s = _off.read(device)
+        if s is None:
+            return 1 << 62, 0, 0
+        return s.limit, s.step_device_max, s.step_host_max
+    _off.step_end(stats_of)
+
+
+def stats():
+    """The offload's counters: totals since install and the last step."""
+    if _off is None:
+        return {"installed": False}
+    out = {"installed": True, "budget": _off.budget.bytes}
+    out.update(_off.totals)
+    out["last_step"] = dict(_off.last_step)
+    return out

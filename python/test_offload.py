@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""Tests of libvmem_offload without a GPU or PyTorch: the budget on its own,
+and the hooks over a small stand-in for the parts of torch they use (copies
+run at once, events are complete).  The hooks on a real GPU, with PyTorch's
+autograd: scripts/gpu/offload-check.sh.
+
+    python3 python/test_offload.py [-v]
+
+With LIBVMEM_TEST_INSTALLED=1 (.ci/run's wheel check) the installed module is
+tested, not the one beside this file.
+"""
+
+import gc
+import os
+import sys
+import unittest
+
+if os.environ.get("LIBVMEM_TEST_INSTALLED") != "1":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import libvmem_offload as off  # noqa: E402
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+# --------------------------------------------------------------------------
+# A stand-in for torch: tensors are lists of values over a shared storage
+# --------------------------------------------------------------------------
+
+class DType:
+    def __init__(self, name, size):
+        self.name, self.size = name, size
+
+    def __repr__(self):
+        return self.name
+
+
+class Device:
+    def __init__(self, kind, index=None):
+        self.type, self.index = kind, index
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+
+class Storage:
+    next_ptr = [4096]
+
+    def __init__(self, nbytes, ptr=None):
+        self.nbytes_ = nbytes
+        self.data = {}
+        if ptr is None:
+            ptr = Storage.next_ptr[0]
+            Storage.next_ptr[0] += nbytes + 4096
+        self.ptr = ptr
+
+    def nbytes(self):
+        return self.nbytes_
+
+
+class FakeTorch:
+    uint8 = DType("uint8", 1)
+    float32 = DType("float32", 4)
+
+    def __init__(self):
+        ft = self
+        self.log = []  # ("d2h"|"h2d"|"h2d-late", nbytes)
+
+        class Tensor:
+            def __init__(self, shape, dtype, device, storage=None, leaf=False, grad=False,
+                         ptr=None):
+                self.shape = tuple(shape)
+                self.dtype = dtype
+                self.device = device
+                n = 1
+                for d in self.shape:
+                    n *= d
+                self.n = n
+                self.storage = storage or Storage(n * dtype.size, ptr)
+                self.is_leaf = leaf
+                self.requires_grad = grad
+                self._version = 0
+                self.contig = True
+                self.offset = 0
+
+            is_cuda = property(lambda self: self.device.type == "cuda")
+
+            def numel(self):
+                return self.n
+
+            def element_size(self):
+                return self.dtype.size
+
+            def is_contiguous(self):
+                return self.contig
+
+            def storage_offset(self):
+                return self.offset
+
+            def untyped_storage(self):
+                return self.storage
+
+            def data_ptr(self):
+                return self.storage.ptr
+
+            def stride(self):
+                return (1,) * len(self.shape)
+
+            def view(self, what):
+                if isinstance(what, DType):
+                    return Tensor((self.storage.nbytes() // what.size,), what, self.device,
+                                  self.storage)
+                return Tensor(what, self.dtype, self.device, self.storage)
+
+            def fill(self, values):
+                for i, x in enumerate(values):
+                    self.storage.data[i] = x
+                return self
+
+            def values(self):
+                return [self.storage.data.get(i) for i in range(self.n)]
+
+            def copy_(self, src, non_blocking=False):
+                assert self.n == src.n
+                kind = {("cpu", "cuda"): "h2d", ("cuda", "cpu"): "d2h"}[
+                    (src.device.type, self.device.type)]
+                if kind == "h2d" and ft.cur_stream is ft.default:
+                    kind = "h2d-late"
+                ft.log.append((kind, self.n * self.dtype.size))
+                self.storage.data = dict(src.storage.data)  # only the filled values
+                return self
+
+        self.Tensor = Tensor
+
+        class Stream:
+            def wait_stream(self, other):
+                pass
+
+            def wait_event(self, ev):
+                pass
+
+        class Event:
+            def record(self, stream=None):
+                pass
+
+            def query(self):
+                return True
+
+            def synchronize(self):
+                pass
+
+        class StreamCtx:
+            def __init__(self, s):
+                self.s = s
+
+            def __enter__(self):
+                self.prev, ft.cur_stream = ft.cur_stream, self.s
+
+            def __exit__(self, *a):
+                ft.cur_stream = self.prev
+
+        class Cuda:
+            pass
+
+        cuda = Cuda()
+        cuda.Stream = lambda device=None: Stream()
+        cuda.Event = Event
+        cuda.current_stream = lambda device=None: ft.cur_stream
+        cuda.stream = StreamCtx
+        cuda.device = lambda d: StreamCtx(ft.cur_stream)
+        cuda.is_current_stream_capturing = lambda: ft.capturing
+        self.cuda = cuda
+        self.default = Stream()
+        self.cur_stream = self.default
+        self.capturing = False
+        self.pinned = 0
+
+    def empty(self, n, dtype=None, pin_memory=False):
+        self.pinned += n
+        return self.Tensor((n,), dtype, Device("cpu"))
+
+    def empty_strided(self, shape, stride, dtype=None, device=None):
+        return self.Tensor(shape, dtype, device)
+
+    def cuda_tensor(self, nbytes, fill=None, **kw):
+        t = self.Tensor((nbytes // 4,), self.float32, Device("cuda", 0), **kw)
+        if fill is not None:
+            t.fill([fill + i for i in range(min(t.n, 8))])
+        return t
+
+
+def make(budget_bytes=0, used=0, limit=64 * GiB, **kw):
+    torch = FakeTorch()
+    state = {"used": used, "limit": limit}
+    o = off.Offload(torch, lambda dev: (state["used"], state["limit"]), **kw)
+    o.budget.bytes = budget_bytes
+    o.budget.limit = limit
+    return torch, o, state
+
+
+# --------------------------------------------------------------------------
+
+class BudgetTest(unittest.TestCase):
+    def test_a_step_that_fits_offloads_nothing(self):
+        b = off.Budget()
+        self.assertEqual(b.step_end(10 * GiB, 6 * GiB, 0, 0), 0)
+
+    def test_a_cut_raises_the_budget_by_what_did_not_fit(self):
+        b = off.Budget()
+        limit = 10 * GiB
+        got = b.step_end(limit, 9 * GiB, 4 * GiB, 0)
+        target = limit - int(limit * b.margin_frac)
+        self.assertEqual(got, 13 * GiB - target)
+
+    def test_the_budget_never_exceeds_what_a_step_can_offload(self):
+        b = off.Budget()
+        b.step_end(10 * GiB, 9 * GiB, 8 * GiB, 0)
+        self.assertEqual(b.step_end(10 * GiB, 9 * GiB, 2 * GiB, 3 * GiB), 3 * GiB)
+
+    def test_room_to_spare_lowers_the_budget_and_never_below_zero(self):
+        b = off.Budget()
+        b.bytes = 4 * GiB
+        got = b.step_end(10 * GiB, 5 * GiB, 0, 8 * GiB)
+        self.assertLess(got, 4 * GiB)
+        for _ in range(20):
+            got = b.step_end(10 * GiB, 1 * GiB, 0, 8 * GiB)
+        self.assertEqual(got, 0)
+
+    def test_a_step_just_under_the_target_keeps_the_budget(self):
+        b = off.Budget()
+        b.bytes = 2 * GiB
+        limit = 10 * GiB
+        target = limit - int(limit * b.margin_frac)
+        self.assertEqual(b.step_end(limit, target - 10 * MiB, 0, 8 * GiB), 2 * GiB)
+
+    def test_a_limit_change_within_a_step_moves_the_budget_at_once(self):
+        b = off.Budget()
+        b.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0)
+        before = b.bytes
+        self.assertEqual(b.retarget(10 * GiB + GiB), before - GiB)     # raised by 1 GiB
+        self.assertEqual(b.retarget(40 * GiB), 0)                       # raised past the need
+        self.assertEqual(b.retarget(30 * GiB), 10 * GiB)                # cut again
+
+    def test_windows_scale_with_the_limit(self):
+        b = off.Budget()
+        b.set_limit(1 * GiB)
+        self.assertEqual(b.window_out, 64 * MiB)
+        b.set_limit(8 * GiB)
+        self.assertEqual(b.window_out, 256 * MiB)
+        b.set_limit(80 * GiB)
+        self.assertEqual(b.window_out, b.window_max)
+
+
+class HooksTest(unittest.TestCase):
+    def test_no_budget_returns_the_tensor_itself(self):
+        torch, o, _ = make(0)
+        t = torch.cuda_tensor(4 * MiB, 1.0)
+        self.assertIs(o.pack(t), t)
+        self.assertIs(o.unpack(t), t)
+        self.assertEqual(torch.log, [])
+
+    def test_round_trip_keeps_the_values(self):
+        torch, o, _ = make(GiB)
+        ts = [torch.cuda_tensor(4 * MiB, 10.0 * k) for k in range(3)]
+        packed = [o.pack(t) for t in ts]
+        self.assertTrue(all(p is not t for p, t in zip(packed, ts)))
+        for p, t in reversed(list(zip(packed, ts))):
+            back = o.unpack(p)
+            self.assertIsNot(back, t)
+            self.assertEqual(back.values()[:8], t.values()[:8])
+            self.assertEqual(back.shape, t.shape)
+        self.assertEqual(o.totals["offloaded_bytes"], 12 * MiB)
+
+    def test_ineligible_tensors_stay(self):
+        torch, o, _ = make(GiB)
+        param = torch.cuda_tensor(4 * MiB, 1.0, leaf=True, grad=True)
+        small = torch.cuda_tensor(256 * 1024, 1.0)
+        strided = torch.cuda_tensor(4 * MiB, 1.0)
+        strided.contig = False
+        big = torch.cuda_tensor(8 * MiB, 1.0)
+        part = big.view((MiB // 4,))  # a view of a larger storage
+        for t in (param, small, strided, part):
+            self.assertIs(o.pack(t), t)
+        torch.capturing = True
+        t = torch.cuda_tensor(4 * MiB, 1.0)
+        self.assertIs(o.pack(t), t)
+        self.assertEqual(o.totals["offloaded_tensors"], 0)
+
+    def test_budget_stops_the_offload(self):
+        torch, o, _ = make(8 * MiB)
+        ts = [torch.cuda_tensor(4 * MiB, 1.0) for _ in range(4)]
+        packed = [o.pack(t) for t in ts]
+        self.assertEqual(sum(p is not t for p, t in zip(packed, ts)), 2)
+        self.assertEqual(o.step_offloadable, 16 * MiB)
+
+    def test_a_tensor_saved_twice_is_copied_once(self):
+        torch, o, _ = make(GiB)
+        t = torch.cuda_tensor(4 * MiB, 3.0)
+        a, b = o.pack(t), o.pack(t)
+        self.assertIs(a, b)
+        self.assertEqual(sum(1 for k, _ in torch.log if k == "d2h"), 1)
+
+    def test_a_later_tensor_at_a_freed_address_is_not_taken_for_it(self):
+        torch, o, _ = make(GiB)
+        t = torch.cuda_tensor(4 * MiB, 1.0)
+        a = o.pack(t)
+        ptr = t.data_ptr()
+        del t
+        o._drain(block=True)  # the copy is done: the offload drops its reference
+        gc.collect()
+        u = torch.cuda_tensor(4 * MiB, 100.0, ptr=ptr)
+        b = o.pack(u)
+        self.assertIsNot(a, b)
+        self.assertEqual(o.unpack(b).values()[:8], u.values()[:8])
+
+    def test_backward_order_is_fetched_ahead_within_the_window(self):
+        torch, o, state = make(GiB)
+        o.budget.window_in = 8 * MiB
+        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(6)]
+        packed = [o.pack(t) for t in ts]
+        torch.log.clear()
+        o.unpack(packed[5])  # not fetched yet: a late fetch, then two ahead
+        self.assertEqual(torch.log[0], ("h2d-late", 4 * MiB))
+        self.assertEqual([k for k, _ in torch.log[1:]], ["h2d", "h2d"])
+        self.assertIsNotNone(packed[4].dev)
+        self.assertIsNotNone(packed[3].dev)
+        self.assertIsNone(packed[2].dev)
+        torch.log.clear()
+        for k in (4, 3, 2, 1, 0):
+            self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
+        self.assertNotIn("h2d-late", [k for k, _ in torch.log])
+        self.assertEqual(o.step_late, 4 * MiB)
+
+    def test_no_fetch_ahead_without_room_under_the_limit(self):
+        torch, o, state = make(GiB, used=10 * GiB - 6 * MiB, limit=10 * GiB)
+        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(3)]
+        packed = [o.pack(t) for t in ts]
+        torch.log.clear()
+        o.unpack(packed[2])
+        self.assertEqual([k for k, _ in torch.log], ["h2d-late"])
+        state["used"] = GiB
+        o.unpack(packed[1])  # room now: 0 comes ahead
+        self.assertIsNotNone(packed[0].dev)
+
+    def test_pinned_buffers_are_reused_by_the_next_step(self):
+        torch, o, state = make(GiB)
+
+        def step():
+            ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
+            packed = [o.pack(t) for t in ts]
+            del ts
+            for p in reversed(packed):
+                o.unpack(p)
+            del packed, p
+            o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
+            gc.collect()
+
+        step()
+        first = torch.pinned
+        self.assertEqual(first, 16 * MiB)
+        step()
+        self.assertEqual(torch.pinned, first)
+        self.assertEqual(o.last_step["host_pinned_new"], 0)
+
+    def test_a_raise_within_the_step_turns_the_offload_off_at_once(self):
+        torch, o, state = make(4 * GiB, limit=10 * GiB)
+        state["limit"] = 40 * GiB
+        t = torch.cuda_tensor(4 * MiB, 1.0)
+        self.assertIs(o.pack(t), t)
+        self.assertEqual(o.budget.bytes, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
