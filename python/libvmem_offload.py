@@ -151,7 +151,7 @@ class _Record:
     last copy back from it or None], back to the HostPool when the record
     dies."""
     __slots__ = ("index", "host", "slot", "out_done", "dev", "in_done", "shape", "stride",
-                 "dtype", "device", "nbytes", "unpacks", "__weakref__")
+                 "dtype", "device", "nbytes", "packs", "unpacks", "__weakref__")
 
     def __init__(self, index, slot, out_done, t, nbytes):
         self.index = index
@@ -165,6 +165,7 @@ class _Record:
         self.dtype = t.dtype
         self.device = t.device
         self.nbytes = nbytes
+        self.packs = 1  # saved this many times (dedupe): the device copy stays until the last unpack
         self.unpacks = 0
 
 
@@ -286,6 +287,7 @@ class Offload:
             hit = self.seen.get(key)
             if hit is not None and hit[0]() is t:
                 self.totals["deduped"] += 1
+                hit[1].packs += 1
                 return hit[1]
             self.step_offloadable += n
             if self.step_offloaded >= self.budget.bytes:
@@ -408,8 +410,9 @@ class Offload:
                     self.fetched_bytes -= r.nbytes
             dev = r.dev
             r.unpacks += 1
-            r.dev = None  # autograd holds it from here; a second unpack fetches again
-            r.in_done = None
+            if r.unpacks >= r.packs:  # the last consumer: autograd holds it from here
+                r.dev = None
+                r.in_done = None
             if self.fetch_next is None or r.index <= self.fetch_next:
                 self.fetch_next = r.index - 1
             self._drain(block=False)

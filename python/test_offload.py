@@ -303,6 +303,18 @@ class HooksTest(unittest.TestCase):
         self.assertIs(a, b)
         self.assertEqual(sum(1 for k, _ in torch.log if k == "d2h"), 1)
 
+    def test_a_tensor_saved_twice_is_fetched_once_for_both_consumers(self):
+        torch, o, _ = make(GiB)
+        t = torch.cuda_tensor(4 * MiB, 3.0)
+        a = o.pack(t)
+        o.pack(t)
+        first = o.unpack(a)
+        torch.log.clear()
+        second = o.unpack(a)
+        self.assertIs(second, first)
+        self.assertEqual(torch.log, [])
+        self.assertIsNone(a.dev)  # the last consumer has it: the record lets go
+
     def test_a_later_tensor_at_a_freed_address_is_not_taken_for_it(self):
         torch, o, _ = make(GiB)
         t = torch.cuda_tensor(4 * MiB, 1.0)
