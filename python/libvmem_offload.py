@@ -53,7 +53,8 @@ class Budget:
     coincide).  target = limit - margin_frac of the limit (the copies in
     flight are in the measured maximum already).  A step that did not fit
     (host bytes, or demand above the target) raises the budget by demand -
-    target (at least step_min); a step that fits with more than slack_frac
+    target (at least step_min; host bytes of a step whose limit was raised
+    within it, after its last candidate, do not count); a step that fits with more than slack_frac
     of the limit to spare lowers it by half of the room, so the budget
     follows the limit both ways.  The budget never exceeds what the last
     step could offload (its eligible saved tensors).  window_out and
@@ -73,9 +74,10 @@ class Budget:
         self.history = []  # (demand, target, budget) per step, the last 64
 
     def retarget(self, limit):
-        """The limit changed within a step (a scheduler raised or cut it):
-        the budget moves by the change at once, so the first step after a
-        raise does not offload for the old limit.  Returns the budget."""
+        """Called at every candidate tensor with the limit in force: if a
+        scheduler raised or cut it since the budget was learned, the budget
+        moves by the change at once, so the first step after a raise does
+        not offload for the old limit.  Returns the budget."""
         if self.limit is not None and limit != self.limit:
             self.bytes = max(0, self.bytes - (limit - self.limit))
         self.limit = limit
@@ -90,10 +92,13 @@ class Budget:
         bytes the step could have offloaded (eligible saved tensors; 0 when
         the step did not look, because the budget was 0)."""
         self.set_limit(limit)
+        # host bytes of a step whose limit was raised within it (the last
+        # limit a candidate saw is lower) came before the raise
+        raised = self.limit is not None and limit > self.limit
         self.limit = limit
         target = max(0, limit - int(limit * self.margin_frac))
         demand = device_max + host_max
-        if host_max > 0 or demand > target:
+        if demand > target or (host_max > 0 and not raised):
             self.bytes += max(demand - target, self.step_min)
         elif self.bytes and device_max + int(limit * self.slack_frac) < target:
             self.bytes -= (target - device_max) // 2
@@ -206,7 +211,6 @@ class Offload:
         self.step_offloadable = 0
         self.step_prefetched = 0
         self.step_late = 0
-        self.step_checked = False
 
     def step_end(self, stats_of):
         """At a libvmem step end: learn the next budget.  stats_of(device) ->
@@ -270,10 +274,9 @@ class Offload:
             return t
         if torch.cuda.is_current_stream_capturing():
             return t
-        if not self.step_checked:  # the step's first candidate: a limit changed since?
-            self.step_checked = True
-            if self.budget.retarget(self.in_use(t.device.index)[1]) <= 0:
-                return t
+        # a limit changed since the budget was learned? (a stats read, ~1 us)
+        if self.budget.retarget(self.in_use(t.device.index)[1]) <= 0:
+            return t
         t0 = time.perf_counter()
         try:
             return self._pack(t, n)
@@ -390,13 +393,15 @@ class Offload:
             self.totals["unpack_seconds"] += time.perf_counter() - t0
 
     def _unpack(self, p):
+        torch = self.torch
+        if torch.cuda.is_current_stream_capturing():
+            return self._unpack_captured(p)
         if not isinstance(p, _Record):
             if self.records:
                 with self.lock:
                     self._drain(block=False)
                     self._prefetch()
             return p
-        torch = self.torch
         with self.lock:
             r = p
             if r.dev is None:
@@ -417,6 +422,32 @@ class Offload:
                 self.fetch_next = r.index - 1
             self._drain(block=False)
             self._prefetch()
+            return dev
+
+
+    def _unpack_captured(self, p):
+        """Inside a CUDA graph capture: no copy stream, no event of outside
+        work, no fetch ahead.  A tensor offloaded before the capture (its
+        forward ran outside) is waited for on the CPU and copied back on
+        the capturing stream, which the graph then replays."""
+        if not isinstance(p, _Record):
+            return p
+        with self.lock:
+            r = p
+            if r.dev is not None and r.in_done is not None:
+                r.in_done.synchronize()
+            if r.dev is not None and r.unpacks == 0:
+                self.fetched_bytes -= r.nbytes
+            elif r.dev is None:
+                r.out_done.synchronize()
+                dev = self.torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device=r.device)
+                dev.copy_(r.host, non_blocking=True)
+                return dev
+            r.unpacks += 1
+            dev = r.dev
+            if r.unpacks >= r.packs:
+                r.dev = None
+                r.in_done = None
             return dev
 
 

@@ -244,6 +244,17 @@ class BudgetTest(unittest.TestCase):
         self.assertEqual(b.retarget(40 * GiB), 0)                       # raised past the need
         self.assertEqual(b.retarget(30 * GiB), 10 * GiB)                # cut again
 
+    def test_host_bytes_from_before_a_raise_within_the_step_do_not_raise_the_budget(self):
+        b = off.Budget()
+        b.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0)
+        b.retarget(10 * GiB)  # a candidate saw the cut limit, then the limit was raised
+        self.assertEqual(b.step_end(80 * GiB, 9 * GiB, 2 * GiB, 6 * GiB), 0)
+        b2 = off.Budget()
+        b2.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0)
+        before = b2.bytes
+        b2.retarget(10 * GiB)  # same limit: host bytes mean it did not fit
+        self.assertEqual(b2.step_end(10 * GiB, 8 * GiB, 256 * MiB, 8 * GiB), before + b2.step_min)
+
     def test_windows_scale_with_the_limit(self):
         b = off.Budget()
         b.set_limit(1 * GiB)
@@ -356,6 +367,19 @@ class HooksTest(unittest.TestCase):
         state["used"] = GiB
         o.unpack(packed[1])  # room now: 0 comes ahead
         self.assertIsNotNone(packed[0].dev)
+
+    def test_inside_a_graph_capture_nothing_is_fetched_ahead(self):
+        torch, o, _ = make(GiB)
+        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(3)]
+        packed = [o.pack(t) for t in ts]
+        torch.capturing = True
+        torch.log.clear()
+        back = o.unpack(packed[2])
+        self.assertEqual(back.values()[:8], ts[2].values()[:8])
+        self.assertEqual(torch.log, [("h2d-late", 4 * MiB)])  # on the capturing stream only
+        self.assertIs(o.unpack(ts[0]), ts[0])
+        self.assertEqual(len(torch.log), 1)
+        self.assertIsNone(packed[1].dev)
 
     def test_pinned_buffers_are_reused_by_the_next_step(self):
         torch, o, state = make(GiB)
