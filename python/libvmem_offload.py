@@ -71,6 +71,7 @@ class Budget:
         self.step_min = step_min
         self.bytes = 0
         self.limit = None  # the limit the budget was learned under
+        self.step_lowest = None  # the lowest limit a candidate saw this step
         self.history = []  # (demand, target, budget) per step, the last 64
 
     def retarget(self, limit):
@@ -81,6 +82,8 @@ class Budget:
         if self.limit is not None and limit != self.limit:
             self.bytes = max(0, self.bytes - (limit - self.limit))
         self.limit = limit
+        if self.step_lowest is None or limit < self.step_lowest:
+            self.step_lowest = limit
         return self.bytes
 
     def set_limit(self, limit):
@@ -92,9 +95,10 @@ class Budget:
         bytes the step could have offloaded (eligible saved tensors; 0 when
         the step did not look, because the budget was 0)."""
         self.set_limit(limit)
-        # host bytes of a step whose limit was raised within it (the last
-        # limit a candidate saw is lower) came before the raise
-        raised = self.limit is not None and limit > self.limit
+        # host bytes of a step whose limit was raised within it (a candidate
+        # of the step saw a lower limit) may have come before the raise
+        raised = self.step_lowest is not None and limit > self.step_lowest
+        self.step_lowest = None
         self.limit = limit
         target = max(0, limit - int(limit * self.margin_frac))
         demand = device_max + host_max

@@ -248,6 +248,7 @@ class BudgetTest(unittest.TestCase):
         b = off.Budget()
         b.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0)
         b.retarget(10 * GiB)  # a candidate saw the cut limit, then the limit was raised
+        b.retarget(80 * GiB)  # and a later candidate the raised one
         self.assertEqual(b.step_end(80 * GiB, 9 * GiB, 2 * GiB, 6 * GiB), 0)
         b2 = off.Budget()
         b2.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0)
