@@ -149,10 +149,16 @@ class HostPool:
             self.free.setdefault(slot[0].numel(), []).append(slot)
 
     def clear(self):
+        """Drops the free buffers and asks PyTorch's host allocator, which
+        caches pinned blocks, to give its free ones back to the system."""
         with self.lock:
             for lst in self.free.values():
                 self.held -= sum(s[0].numel() for s in lst)
+            had = bool(self.free)
             self.free = {}
+        empty = getattr(getattr(self.torch, "_C", None), "_host_emptyCache", None)
+        if had and empty is not None:
+            empty()
 
 
 class _Record:

@@ -401,6 +401,13 @@ class HooksTest(unittest.TestCase):
         step()
         self.assertEqual(torch.pinned, first)
         self.assertEqual(o.last_step["host_pinned_new"], 0)
+        # the cut ends: a step with nothing to offload gives the buffers back
+        emptied = []
+        torch._C = type("C", (), {"_host_emptyCache": staticmethod(lambda: emptied.append(1))})
+        o.budget.bytes = 0
+        o.step_end(lambda dev: (64 * GiB, GiB, 0))
+        self.assertEqual(o.pool.held, 0)
+        self.assertEqual(emptied, [1])
 
     def test_a_raise_within_the_step_turns_the_offload_off_at_once(self):
         torch, o, state = make(4 * GiB, limit=10 * GiB)
