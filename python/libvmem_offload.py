@@ -197,6 +197,8 @@ class Offload:
         self.lock = threading.Lock()
         self.streams = {}
         self.pool = HostPool(torch)
+        nn = getattr(torch, "nn", None)
+        self._param_type = getattr(nn, "Parameter", ()) if nn is not None else ()
         self.enabled = True
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
@@ -264,7 +266,8 @@ class Offload:
     def _eligible(self, t):
         if not t.is_cuda or t.numel() == 0:
             return 0
-        if t.is_leaf and t.requires_grad:  # parameters: read again, never freed
+        # parameters, trained or frozen: the module holds them, nothing is freed
+        if (t.is_leaf and t.requires_grad) or isinstance(t, self._param_type):
             return 0
         n = t.numel() * t.element_size()
         if n < self.min_bytes or not t.is_contiguous() or t.storage_offset() != 0:

@@ -135,6 +135,15 @@ class FakeTorch:
 
         self.Tensor = Tensor
 
+        class Parameter(Tensor):
+            pass
+
+        class NN:
+            pass
+
+        self.nn = NN()
+        self.nn.Parameter = Parameter
+
         class Stream:
             def wait_stream(self, other):
                 pass
@@ -294,7 +303,9 @@ class HooksTest(unittest.TestCase):
         strided.contig = False
         big = torch.cuda_tensor(8 * MiB, 1.0)
         part = big.view((MiB // 4,))  # a view of a larger storage
-        for t in (param, small, strided, part):
+        frozen = torch.cuda_tensor(4 * MiB, 1.0, leaf=True)
+        frozen.__class__ = torch.nn.Parameter
+        for t in (param, small, strided, part, frozen):
             self.assertIs(o.pack(t), t)
         torch.capturing = True
         t = torch.cuda_tensor(4 * MiB, 1.0)
