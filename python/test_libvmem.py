@@ -124,6 +124,23 @@ class PythonModule(unittest.TestCase):
             """)
         self.assertEqual(out.strip(), "%d 4096 1024" % (8 << 30))
 
+    def test_offload_switch_and_stats_without_torch(self):
+        out = run("""
+            import os
+            got = []
+            for val in ("", "1", "on", "0", "False", "no"):
+                os.environ["VMEM_TORCH_OFFLOAD"] = val
+                got.append(L._env_flag("VMEM_TORCH_OFFLOAD", True))
+            os.environ["VMEM_TORCH_OFFLOAD"] = "maybe"
+            try:
+                L._env_flag("VMEM_TORCH_OFFLOAD", True); got.append("accepted")
+            except ValueError:
+                got.append("refused")
+            print(got, L.offload_stats())
+            """)
+        self.assertEqual(out.strip(), "[True, True, True, False, False, False, 'refused'] "
+                         "{'installed': False}")
+
     def test_stats_spill_and_step_end(self):
         out = run("""
             lib = L.load()
