@@ -38,7 +38,7 @@ import threading
 import time
 import weakref
 
-__all__ = ["Budget", "Offload", "install", "uninstall", "active", "stats"]
+__all__ = ["Budget", "Offload", "install", "uninstall", "stats"]
 
 MiB = 1 << 20
 
@@ -72,7 +72,6 @@ class Budget:
         self.bytes = 0
         self.limit = None  # the limit the budget was learned under
         self.step_lowest = None  # the lowest limit a candidate saw this step
-        self.history = []  # (demand, target, budget) per step, the last 64
 
     def retarget(self, limit):
         """Called at every candidate tensor with the limit in force: if a
@@ -109,8 +108,6 @@ class Budget:
         if offloadable:
             self.bytes = min(self.bytes, offloadable)
         self.bytes = max(0, self.bytes)
-        self.history.append((demand, target, self.bytes))
-        del self.history[:-64]
         return self.bytes
 
 
@@ -197,8 +194,7 @@ class Offload:
         self.lock = threading.Lock()
         self.streams = {}
         self.pool = HostPool(torch)
-        nn = getattr(torch, "nn", None)
-        self._param_type = getattr(nn, "Parameter", ()) if nn is not None else ()
+        self._param_type = getattr(getattr(torch, "nn", None), "Parameter", ())
         self.enabled = True
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
@@ -238,11 +234,10 @@ class Offload:
                               "offloaded": self.step_offloaded, "offloadable": self.step_offloadable,
                               "prefetched": self.step_prefetched, "late": self.step_late,
                               "budget": self.budget.bytes, "device_max": dmax, "host_max": hmax,
-                              "limit": limit}
+                              "limit": limit, "host_pinned": self.pool.held,
+                              "host_pinned_new": self.pool.new_bytes}
             if self.step_offloaded:
                 self.totals["steps_active"] += 1
-            self.last_step["host_pinned"] = self.pool.held
-            self.last_step["host_pinned_new"] = self.pool.new_bytes
             self.pool.new_bytes = 0
             self.budget.step_end(limit, dmax, hmax, self.step_offloadable)
             if not self.budget.bytes and not self.step_offloaded:
@@ -358,21 +353,17 @@ class Offload:
         torch = self.torch
         compute = torch.cuda.current_stream(r.device)
         dev = torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device=r.device)
-        if stream is None:
-            compute.wait_event(r.out_done)
+        copier = compute if stream is None else stream
+        if stream is not None:
+            copier.wait_stream(compute)
+        copier.wait_event(r.out_done)
+        with torch.cuda.stream(copier):
             dev.copy_(r.host, non_blocking=True)
             ev = torch.cuda.Event()
-            ev.record(compute)
-            r.dev, r.in_done, r.slot[1] = dev, None, ev
-            return
-        stream.wait_stream(compute)
-        stream.wait_event(r.out_done)
-        with torch.cuda.stream(stream):
-            dev.copy_(r.host, non_blocking=True)
-            ev = torch.cuda.Event()
-            ev.record(stream)
-        r.dev, r.in_done = dev, ev
-        r.slot[1] = ev
+            ev.record(copier)
+        # the consumer waits on a copy stream's event; the compute stream's
+        # own copy is in its order already
+        r.dev, r.in_done, r.slot[1] = dev, (None if stream is None else ev), ev
 
     def _prefetch(self):
         if not self.records:
@@ -417,26 +408,32 @@ class Offload:
             return p
         with self.lock:
             r = p
-            if r.dev is None:
+            ahead = r.dev is not None
+            if not ahead:
                 self._fetch(r)
                 self.step_late += r.nbytes
                 self.totals["late_fetch_bytes"] += r.nbytes
-            else:
-                if r.in_done is not None:
-                    torch.cuda.current_stream(r.device).wait_event(r.in_done)
-                if r.unpacks == 0:
-                    self.fetched_bytes -= r.nbytes
-            dev = r.dev
-            r.unpacks += 1
-            if r.unpacks >= r.packs:  # the last consumer: autograd holds it from here
-                r.dev = None
-                r.in_done = None
+            elif r.in_done is not None:
+                torch.cuda.current_stream(r.device).wait_event(r.in_done)
+            dev = self._hand_out(r, ahead)
             if self.fetch_next is None or r.index <= self.fetch_next:
                 self.fetch_next = r.index - 1
             self._drain(block=False)
             self._prefetch()
             return dev
 
+    def _hand_out(self, r, ahead):
+        """r's device copy, to one of its consumers: bytes fetched ahead
+        (ahead) are settled at the first, and the record lets go of the
+        copy at the last (autograd holds it from there)."""
+        if ahead and r.unpacks == 0:
+            self.fetched_bytes -= r.nbytes
+        dev = r.dev
+        r.unpacks += 1
+        if r.unpacks >= r.packs:
+            r.dev = None
+            r.in_done = None
+        return dev
 
     def _unpack_captured(self, p):
         """Inside a CUDA graph capture: no copy stream, no event of outside
@@ -447,24 +444,18 @@ class Offload:
             return p
         with self.lock:
             r = p
-            if r.dev is not None and r.in_done is not None:
-                r.in_done.synchronize()
-            if r.dev is not None and r.unpacks == 0:
-                self.fetched_bytes -= r.nbytes
-            elif r.dev is None:
+            if r.dev is None:
                 r.out_done.synchronize()
                 dev = self.torch.empty_strided(r.shape, r.stride, dtype=r.dtype, device=r.device)
                 dev.copy_(r.host, non_blocking=True)
                 return dev
-            r.unpacks += 1
-            dev = r.dev
-            if r.unpacks >= r.packs:
-                r.dev = None
-                r.in_done = None
-            return dev
+            if r.in_done is not None:
+                r.in_done.synchronize()
+            return self._hand_out(r, True)
 
 
 _off = None
+_read = None  # the stats reader of install()
 
 
 def _stats_reader(lib_mod):
@@ -505,17 +496,16 @@ def install(lib_mod, torch, min_bytes=MiB, budget=None):
     """Installs the saved tensor hooks (process-wide default hooks, pushed
     on the calling thread, where the forward pass must run).  Idempotent;
     returns the Offload."""
-    global _off
+    global _off, _read
     if _off is not None:
         return _off
-    read = _stats_reader(lib_mod)
+    _read = _stats_reader(lib_mod)
 
     def in_use(device):
-        s = read(device)
+        s = _read(device)
         return (s.device_in_use, s.limit) if s is not None else (0, 1 << 62)
 
     _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes)
-    _off.read = read
     torch._C._autograd._push_saved_tensors_default_hooks(_off.pack, _off.unpack)
     return _off
 
@@ -531,17 +521,13 @@ def uninstall():
     _off = None
 
 
-def active():
-    return _off is not None and _off.budget.bytes > 0
-
-
 def step_end():
     """Called by libvmem.step_end() after the libvmem step end."""
     if _off is None:
         return
 
     def stats_of(device):
-        s = _off.read(device)
+        s = _read(device)
         if s is None:
             return 1 << 62, 0, 0
         return s.limit, s.step_device_max, s.step_host_max

@@ -21,11 +21,12 @@ device, cudaMemcpyAsync), which give the floors:
   overlap floor   = max(full step, (peak in use - limit) / copy bandwidth)
 The full step is the median of the second half of the F full steps (at least
 from the third on); after each raise the table gives every step and the median
-from the second step on against it.  Environment: CUT_JOBS, CUT_MODES,
-CUT_FULL (F, 5), CUT_MODES (a mode RULE+offload, e.g. planned+offload, also
-installs libvmem_offload's saved tensor hooks; plain modes run without), CUT_STEPS (C, 13: the transition, three trial steps for
-each of three rules, then three under the rule chosen), CUT_RAISED (R, 3), CUT_UNCUT (0: no
-uncut process), CUT_PROFILE (1: profiler table of the last step of each cut).
+from the second step on against it.  Environment: CUT_JOBS, CUT_MODES (a mode
+RULE+offload, e.g. planned+offload, also installs libvmem_offload's saved
+tensor hooks; plain modes run without), CUT_FULL (F, 5), CUT_STEPS (C, 13: the
+transition, three trial steps for each of three rules, then three under the
+rule chosen), CUT_RAISED (R, 3), CUT_UNCUT (0: no uncut process), CUT_PROFILE
+(1: profiler table of the last step of each cut).
 Results: $OUT/cut-bench.json and a table on stdout.
 """
 
