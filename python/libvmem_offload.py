@@ -162,16 +162,19 @@ class _Record:
     """One offloaded saved tensor.  slot: [pinned uint8 buffer, event of the
     last copy back from it or None], back to the HostPool when the record
     dies."""
-    __slots__ = ("index", "host", "slot", "out_done", "dev", "in_done", "shape", "stride",
-                 "dtype", "device", "nbytes", "packs", "unpacks", "__weakref__")
+    __slots__ = ("index", "cand", "host", "slot", "out_done", "dev", "in_done", "fetched",
+                 "shape", "stride", "dtype", "device", "nbytes", "packs", "unpacks",
+                 "__weakref__")
 
-    def __init__(self, index, slot, out_done, t, nbytes):
+    def __init__(self, index, cand, slot, out_done, t, nbytes):
         self.index = index
+        self.cand = cand  # the step's candidate number (Offload.skip)
         self.slot = slot
         self.host = slot[0].view(t.dtype).view(t.shape)
         self.out_done = out_done
         self.dev = None
         self.in_done = None
+        self.fetched = False  # dev was copied back ahead (counted in fetched_bytes)
         self.shape = t.shape
         self.stride = t.stride()
         self.dtype = t.dtype
@@ -196,9 +199,15 @@ class Offload:
         self.pool = HostPool(torch)
         self._param_type = getattr(getattr(torch, "nn", None), "Parameter", ())
         self.enabled = True
+        # candidates (by their number in the step, and size) not worth an
+        # offload: in the last step each was unpacked, or fetched ahead,
+        # before its copy out had finished, so its device memory never
+        # went back (see _reclaim)
+        self.skip = {}
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
-                       "late_fetch_bytes": 0, "waits_out": 0, "deduped": 0, "steps_active": 0,
+                       "late_fetch_bytes": 0, "reclaimed_bytes": 0, "skipped_bytes": 0,
+                       "waits_out": 0, "deduped": 0, "steps_active": 0,
                        "pack_seconds": 0.0, "unpack_seconds": 0.0, "wait_seconds": 0.0}
         self.last_step = {}
         self._mark = (0.0, 0.0, 0.0)
@@ -215,10 +224,14 @@ class Offload:
         # record); the weakref tells a tensor packed twice from a later one
         # that got the same address after the first was freed
         self.seen = {}
+        self.step_cands = 0     # eligible tensors seen (not counting a second save)
+        self.next_skip = {}     # the next step's skip
         self.step_offloaded = 0
         self.step_offloadable = 0
         self.step_prefetched = 0
         self.step_late = 0
+        self.step_reclaimed = 0
+        self.step_skipped = 0
 
     def step_end(self, stats_of):
         """At a libvmem step end: learn the next budget.  stats_of(device) ->
@@ -233,6 +246,7 @@ class Offload:
                               "wait_s": tot["wait_seconds"] - self._mark[2],
                               "offloaded": self.step_offloaded, "offloadable": self.step_offloadable,
                               "prefetched": self.step_prefetched, "late": self.step_late,
+                              "reclaimed": self.step_reclaimed, "skipped": self.step_skipped,
                               "budget": self.budget.bytes, "device_max": dmax, "host_max": hmax,
                               "limit": limit, "host_pinned": self.pool.held,
                               "host_pinned_new": self.pool.new_bytes}
@@ -242,6 +256,8 @@ class Offload:
             self.budget.step_end(limit, dmax, hmax, self.step_offloadable)
             if not self.budget.bytes and not self.step_offloaded:
                 self.pool.clear()
+                self.next_skip = {}  # the cut is over: learn afresh at the next one
+            self.skip = self.next_skip
             self._reset_step()
             self._mark = (tot["pack_seconds"], tot["unpack_seconds"], tot["wait_seconds"])
 
@@ -300,6 +316,13 @@ class Offload:
                 self.totals["deduped"] += 1
                 hit[1].packs += 1
                 return hit[1]
+            cand = self.step_cands
+            self.step_cands += 1
+            if self.skip.get(cand) == n:
+                self.next_skip[cand] = n  # still not worth it while the step repeats
+                self.step_skipped += n
+                self.totals["skipped_bytes"] += n
+                return t
             self.step_offloadable += n
             if self.step_offloaded >= self.budget.bytes:
                 return t
@@ -313,7 +336,7 @@ class Offload:
                 host.copy_(t, non_blocking=True)
                 done = torch.cuda.Event()
                 done.record(out)
-            r = _Record(len(self.records), slot, done, t, n)
+            r = _Record(len(self.records), cand, slot, done, t, n)
             weakref.finalize(r, self.pool.put, slot)
             self.records.append(r)
             self.seen[key] = (weakref.ref(t), r)
@@ -364,6 +387,26 @@ class Offload:
         # the consumer waits on a copy stream's event; the compute stream's
         # own copy is in its order already
         r.dev, r.in_done, r.slot[1] = dev, (None if stream is None else ev), ev
+        r.fetched = stream is not None
+
+    def _reclaim(self, r):
+        """If r's device tensor is still held (pending: its copy out was in
+        flight at the last drain), r gets it back with no copy and no new
+        memory.  If the copy out is not even done now, the next step does
+        not offload this candidate: its memory would not go back then
+        either.  Returns whether r got it back."""
+        for i in range(len(self.pending) - 1, -1, -1):
+            if self.pending[i][0] is r:
+                t = self.pending.pop(i)[1]
+                self.pending_bytes -= r.nbytes
+                if not r.out_done.query():
+                    self.next_skip[r.cand] = r.nbytes
+                # the pinned buffer's next copy waits for the copy out
+                r.dev, r.in_done, r.slot[1] = t, None, r.out_done
+                self.step_reclaimed += r.nbytes
+                self.totals["reclaimed_bytes"] += r.nbytes
+                return True
+        return False
 
     def _prefetch(self):
         if not self.records:
@@ -373,7 +416,7 @@ class Offload:
         used, limit = None, None
         while self.fetch_next >= 0:
             r = self.records[self.fetch_next]
-            if r.dev is not None or r.unpacks:
+            if r.dev is not None or r.unpacks or self._reclaim(r):
                 self.fetch_next -= 1
                 continue
             if self.fetched_bytes + r.nbytes > self.budget.window_in and self.fetched_bytes:
@@ -408,25 +451,24 @@ class Offload:
             return p
         with self.lock:
             r = p
-            ahead = r.dev is not None
-            if not ahead:
+            if r.dev is None and not self._reclaim(r):
                 self._fetch(r)
                 self.step_late += r.nbytes
                 self.totals["late_fetch_bytes"] += r.nbytes
             elif r.in_done is not None:
                 torch.cuda.current_stream(r.device).wait_event(r.in_done)
-            dev = self._hand_out(r, ahead)
+            dev = self._hand_out(r)
             if self.fetch_next is None or r.index <= self.fetch_next:
                 self.fetch_next = r.index - 1
             self._drain(block=False)
             self._prefetch()
             return dev
 
-    def _hand_out(self, r, ahead):
+    def _hand_out(self, r):
         """r's device copy, to one of its consumers: bytes fetched ahead
-        (ahead) are settled at the first, and the record lets go of the
-        copy at the last (autograd holds it from there)."""
-        if ahead and r.unpacks == 0:
+        are settled at the first, and the record lets go of the copy at the
+        last (autograd holds it from there)."""
+        if r.fetched and r.unpacks == 0:
             self.fetched_bytes -= r.nbytes
         dev = r.dev
         r.unpacks += 1
@@ -451,7 +493,7 @@ class Offload:
                 return dev
             if r.in_done is not None:
                 r.in_done.synchronize()
-            return self._hand_out(r, True)
+            return self._hand_out(r)
 
 
 _off = None

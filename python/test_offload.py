@@ -156,7 +156,7 @@ class FakeTorch:
                 pass
 
             def query(self):
-                return True
+                return ft.copies_done
 
             def synchronize(self):
                 pass
@@ -185,6 +185,7 @@ class FakeTorch:
         self.default = Stream()
         self.cur_stream = self.default
         self.capturing = False
+        self.copies_done = True  # what Event.query says (copies are made at once all the same)
         self.pinned = 0
 
     def empty(self, n, dtype=None, pin_memory=False):
@@ -288,6 +289,7 @@ class HooksTest(unittest.TestCase):
         ts = [torch.cuda_tensor(4 * MiB, 10.0 * k) for k in range(3)]
         packed = [o.pack(t) for t in ts]
         self.assertTrue(all(p is not t for p, t in zip(packed, ts)))
+        o._drain(block=True)  # the copies out are done: the device tensors are let go
         for p, t in reversed(list(zip(packed, ts))):
             back = o.unpack(p)
             self.assertIsNot(back, t)
@@ -356,6 +358,7 @@ class HooksTest(unittest.TestCase):
         o.budget.window_in = 8 * MiB
         ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(6)]
         packed = [o.pack(t) for t in ts]
+        o._drain(block=True)
         torch.log.clear()
         o.unpack(packed[5])  # not fetched yet: a late fetch, then two ahead
         self.assertEqual(torch.log[0], ("h2d-late", 4 * MiB))
@@ -373,6 +376,7 @@ class HooksTest(unittest.TestCase):
         torch, o, state = make(GiB, used=10 * GiB - 6 * MiB, limit=10 * GiB)
         ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(3)]
         packed = [o.pack(t) for t in ts]
+        o._drain(block=True)
         torch.log.clear()
         o.unpack(packed[2])
         self.assertEqual([k for k, _ in torch.log], ["h2d-late"])
@@ -419,6 +423,48 @@ class HooksTest(unittest.TestCase):
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         self.assertEqual(o.pool.held, 0)
         self.assertEqual(emptied, [1])
+
+    def test_a_tensor_unpacked_before_its_copy_out_is_done_comes_back_without_a_copy(self):
+        torch, o, state = make(GiB)
+        o.budget.window_out = 8 * MiB
+        torch.copies_done = False  # the GPU is behind: the copies out are in flight
+        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
+        packed = [o.pack(t) for t in ts]
+        self.assertEqual(len(o.pending), 2)  # the window held the last two
+        torch.log.clear()
+        self.assertIs(o.unpack(packed[3]), ts[3])  # its own device tensor, no copy back
+        self.assertIsNotNone(packed[2].dev)        # the prefetch took 2 back the same way
+        self.assertIs(o.unpack(packed[2]), ts[2])
+        # only 1 and 0, whose copies out were done and let go, came back by copies
+        self.assertEqual(torch.log, [("h2d", 4 * MiB), ("h2d", 4 * MiB)])
+        self.assertEqual(o.step_reclaimed, 8 * MiB)
+        self.assertEqual(o.pending_bytes, 0)
+        torch.copies_done = True
+        for k in (1, 0):
+            self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
+        self.assertEqual((o.step_late, o.step_prefetched), (0, 8 * MiB))
+        del packed, ts
+        o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
+        gc.collect()
+        # the next step does not offload those two candidates (same numbers and sizes)
+        torch.log.clear()
+        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
+        packed = [o.pack(t) for t in ts]
+        self.assertEqual([p is t for p, t in zip(packed, ts)], [False, False, True, True])
+        self.assertEqual([k for k, _ in torch.log], ["d2h", "d2h"])
+        self.assertEqual(o.step_skipped, 8 * MiB)
+        self.assertEqual(o.step_offloadable, 8 * MiB)
+        # a candidate of another size at a skipped number is offloaded
+        o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
+        o.budget.bytes = GiB  # (the step end capped it at the 8 MiB offloadable)
+        t2 = [torch.cuda_tensor(4 * MiB, 1.0), torch.cuda_tensor(4 * MiB, 1.0),
+              torch.cuda_tensor(2 * MiB, 1.0)]
+        self.assertEqual([o.pack(t) is t for t in t2], [False, False, False])
+        # the cut ends: the skips are forgotten
+        o.budget.bytes = 0
+        o.step_end(lambda dev: (64 * GiB, GiB, 0))
+        o.step_end(lambda dev: (64 * GiB, GiB, 0))
+        self.assertEqual(o.skip, {})
 
     def test_a_raise_within_the_step_turns_the_offload_off_at_once(self):
         torch, o, state = make(4 * GiB, limit=10 * GiB)

@@ -200,7 +200,7 @@ def worker(a):
                 if off.get("installed"):
                     ls = off.get("last_step", {})
                     rec["offload"] = {k: ls.get(k, 0) for k in ("offloaded", "prefetched", "late",
-                                                                "budget", "device_max", "host_max",
+                                                                "reclaimed", "skipped", "budget", "device_max", "host_max",
                                                                 "pack_s", "unpack_s", "wait_s")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
@@ -215,9 +215,11 @@ def worker(a):
                         rec["regions"], (rec["held"] or 0) / 1e9))
                 if "offload" in rec:
                     o = rec["offload"]
-                    log("    offload: %.2f GB out, %.2f GB fetched ahead, %.2f GB late; budget %.2f "
+                    log("    offload: %.2f GB out, %.2f GB fetched ahead, %.2f GB late, %.2f GB "
+                        "taken back before the copy out was let go, %.2f GB skipped; budget %.2f "
                         "-> %.2f GB; device max %.2f GB, host max %.2f GB; %d waits" % (
                             o["offloaded"] / 1e9, o["prefetched"] / 1e9, o["late"] / 1e9,
+                            o["reclaimed"] / 1e9, o["skipped"] / 1e9,
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
                             o["host_max"] / 1e9, o["waits_out"]))
                     log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB)" % (
