@@ -255,7 +255,7 @@ def step_end(device=None):
     if st != VMEM_OK:
         raise VmemError(st, "step_end")
     if _offload is not None:
-        _offload.step_end()
+        _offload.step_end(device)
 
 
 def trim(device=0):

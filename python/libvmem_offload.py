@@ -13,7 +13,14 @@ tensor hooks) and, only while the last step did not fit under the limit:
     the device tensor once the copy is done, so its memory goes back to
     libvmem for the rest of the forward pass;
   * unpack: returns a device copy made ahead of time on a second copy stream
-    (the compute stream waits on its event), or makes it then;
+    (the compute stream waits on its event), or makes it then; a tensor
+    whose device memory is still held (its copy out was in flight at the
+    last look) is handed back as it is, with no copy;
+  * skip: a tensor whose copy out had not even finished when backward
+    reached it (typically the last ones saved before the loss) gave no
+    memory back at the step's peak and cost the link twice: the next steps
+    do not offload it (same candidate number and size), until the limit
+    changes or the cut ends;
   * prefetch: at every unpack, copies back the next offloaded tensors in
     reverse pack order (the order backward reads them in) while libvmem's
     device memory in use leaves room for them under the limit.
@@ -204,6 +211,7 @@ class Offload:
         # before its copy out had finished, so its device memory never
         # went back (see _reclaim)
         self.skip = {}
+        self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
                        "late_fetch_bytes": 0, "reclaimed_bytes": 0, "skipped_bytes": 0,
@@ -233,12 +241,17 @@ class Offload:
         self.step_reclaimed = 0
         self.step_skipped = 0
 
-    def step_end(self, stats_of):
+    def step_end(self, stats_of, device=None):
         """At a libvmem step end: learn the next budget.  stats_of(device) ->
-        (limit, step device max, step host max) for the devices used."""
+        (limit, step device max, step host max) of the device this process
+        offloads from: the device of this step's first offloaded tensor,
+        else `device` (the step end's), else the current CUDA device (one
+        budget per process: a rank of a multi-GPU job runs on its own)."""
         with self.lock:
             self._drain(block=True)
-            dev = self.records[0].device.index if self.records else 0
+            dev = self.records[0].device.index if self.records else device
+            if dev is None:
+                dev = self.torch.cuda.current_device()
             limit, dmax, hmax = stats_of(dev)
             tot = self.totals
             self.last_step = {"pack_s": tot["pack_seconds"] - self._mark[0],
@@ -257,6 +270,9 @@ class Offload:
             if not self.budget.bytes and not self.step_offloaded:
                 self.pool.clear()
                 self.next_skip = {}  # the cut is over: learn afresh at the next one
+            if self._skip_limit is not None and limit != self._skip_limit:
+                self.next_skip = {}  # another limit: other timings, learn afresh
+            self._skip_limit = limit
             self.skip = self.next_skip
             self._reset_step()
             self._mark = (tot["pack_seconds"], tot["unpack_seconds"], tot["wait_seconds"])
@@ -563,8 +579,8 @@ def uninstall():
     _off = None
 
 
-def step_end():
-    """Called by libvmem.step_end() after the libvmem step end."""
+def step_end(device=None):
+    """Called by libvmem.step_end(device) after the libvmem step end."""
     if _off is None:
         return
 
@@ -573,7 +589,7 @@ def step_end():
         if s is None:
             return 1 << 62, 0, 0
         return s.limit, s.step_device_max, s.step_host_max
-    _off.step_end(stats_of)
+    _off.step_end(stats_of, device)
 
 
 def stats():

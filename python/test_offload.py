@@ -181,10 +181,12 @@ class FakeTorch:
         cuda.stream = StreamCtx
         cuda.device = lambda d: StreamCtx(ft.cur_stream)
         cuda.is_current_stream_capturing = lambda: ft.capturing
+        cuda.current_device = lambda: ft.current_device
         self.cuda = cuda
         self.default = Stream()
         self.cur_stream = self.default
         self.capturing = False
+        self.current_device = 0
         self.copies_done = True  # what Event.query says (copies are made at once all the same)
         self.pinned = 0
 
@@ -465,6 +467,41 @@ class HooksTest(unittest.TestCase):
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         self.assertEqual(o.skip, {})
+
+    def test_skips_are_forgotten_when_the_limit_changes(self):
+        torch, o, state = make(GiB)
+        o.budget.window_out = 4 * MiB
+        for limit in (state["limit"], state["limit"], 32 * GiB):
+            torch.copies_done = False
+            ts = [torch.cuda_tensor(4 * MiB, 1.0) for _ in range(2)]
+            packed = [o.pack(t) for t in ts]
+            for p in reversed(packed):
+                o.unpack(p)
+            del ts, packed, p
+            o.budget.bytes = GiB
+            o.step_end(lambda dev: (limit, 30 * GiB, GiB))
+            gc.collect()
+        # the first step learned to skip candidate 1, the second (its copy
+        # out of 0 still in flight at the first unpack) candidate 0 as well;
+        # the third ran under another limit: nothing is skipped after it
+        self.assertEqual(o.last_step["skipped"], 8 * MiB)
+        self.assertEqual(o.skip, {})
+
+    def test_a_step_that_offloaded_nothing_learns_from_its_own_device(self):
+        # a rank on GPU 1 offloads nothing until its budget rises, and must
+        # learn that from GPU 1's statistics, not GPU 0's
+        torch, o, _ = make(0)
+        asked = []
+
+        def stats_of(dev):
+            asked.append(dev)
+            return (10 * GiB, 12 * GiB, 0) if dev == 1 else (1 << 62, 0, 0)
+        torch.current_device = 1
+        o.step_end(stats_of)
+        self.assertEqual(asked, [1])
+        self.assertGreater(o.budget.bytes, 0)
+        o.step_end(stats_of, device=1)
+        self.assertEqual(asked, [1, 1])
 
     def test_a_raise_within_the_step_turns_the_offload_off_at_once(self):
         torch, o, state = make(4 * GiB, limit=10 * GiB)
