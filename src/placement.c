@@ -1017,8 +1017,15 @@ void place_step_end(place_t *pl, const place_env_t *env)
             pl->extra -= pl->extra / 4;
         }
     }
+    int rule_before = pl->rule;
     if (pl->auto_rule)
         auto_note_step(pl, env);
+    /* The margin answers the fallbacks of the rule in force; the next rule
+     * (a trial's next, or the one chosen) learns its own: a swap trial's
+     * fallbacks kept BERT's chosen rule placing 1-2 GB more on host for
+     * the several steps the margin takes to decay (H100, 50% cut). */
+    if (pl->rule != rule_before)
+        pl->extra = 0;
     if (pl->debug)
         pl->debug(pl->debug_ctx, pl);
     pl->step_fallback = 0;

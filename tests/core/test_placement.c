@@ -384,7 +384,17 @@ static void check_auto_outlier(int fast_rule, int outlier)
             j.v->step_start -= 10.0;
             pthread_mutex_unlock(&j.v->lock);
         }
+        /* A margin learned from this rule's fallbacks (a swap trial's)
+         * is not carried to the next rule. */
+        pthread_mutex_lock(&j.v->lock);
+        j.v->place.extra = 8 * MiB;
+        pthread_mutex_unlock(&j.v->lock);
+        int before = j.v->place.rule;
         job_step(&j, j.act);
+        if (j.v->place.rule != before)
+            cr_assert_eq(j.v->place.extra, 0, "step %d: the rule changed, the margin did not reset", s);
+        else
+            cr_assert_gt(j.v->place.extra, 0, "step %d: same rule, the margin only decays", s);
     }
     cr_assert(j.v->place.decided, "the trials ended");
     cr_assert_eq(seen, (1u << PLACE_NRULES) - 1, "every rule was tried");
