@@ -170,7 +170,7 @@ class _Record:
     last copy back from it or None], back to the HostPool when the record
     dies."""
     __slots__ = ("index", "cand", "host", "slot", "out_done", "dev", "in_done", "fetched",
-                 "shape", "stride", "dtype", "device", "nbytes", "packs", "unpacks",
+                 "reclaimed", "shape", "stride", "dtype", "device", "nbytes", "packs", "unpacks",
                  "__weakref__")
 
     def __init__(self, index, cand, slot, out_done, t, nbytes):
@@ -181,7 +181,8 @@ class _Record:
         self.out_done = out_done
         self.dev = None
         self.in_done = None
-        self.fetched = False  # dev was copied back ahead (counted in fetched_bytes)
+        self.fetched = False  # dev was taken back ahead (counted in fetched_bytes)
+        self.reclaimed = False  # dev is the device tensor itself (see Offload._reclaim)
         self.shape = t.shape
         self.stride = t.stride()
         self.dtype = t.dtype
@@ -207,14 +208,15 @@ class Offload:
         self._param_type = getattr(getattr(torch, "nn", None), "Parameter", ())
         self.enabled = True
         # candidates (by their number in the step, and size) not worth an
-        # offload: in the last step each was unpacked, or fetched ahead,
-        # before its copy out had finished, so its device memory never
-        # went back (see _reclaim)
+        # offload: in the last step each was unpacked before its copy out
+        # had finished, so its device memory never went back (_unpack)
         self.skip = {}
+        self.learn_skip = True
         self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
-                       "late_fetch_bytes": 0, "reclaimed_bytes": 0, "skipped_bytes": 0,
+                       "late_fetch_bytes": 0, "late_no_room_bytes": 0, "reclaimed_bytes": 0,
+                       "skipped_bytes": 0,
                        "waits_out": 0, "deduped": 0, "steps_active": 0,
                        "pack_seconds": 0.0, "unpack_seconds": 0.0, "wait_seconds": 0.0}
         self.last_step = {}
@@ -238,6 +240,7 @@ class Offload:
         self.step_offloadable = 0
         self.step_prefetched = 0
         self.step_late = 0
+        self.step_late_no_room = 0  # of step_late: no room under the limit for it ahead
         self.step_reclaimed = 0
         self.step_skipped = 0
 
@@ -259,6 +262,7 @@ class Offload:
                               "wait_s": tot["wait_seconds"] - self._mark[2],
                               "offloaded": self.step_offloaded, "offloadable": self.step_offloadable,
                               "prefetched": self.step_prefetched, "late": self.step_late,
+                              "late_no_room": self.step_late_no_room,
                               "reclaimed": self.step_reclaimed, "skipped": self.step_skipped,
                               "budget": self.budget.bytes, "device_max": dmax, "host_max": hmax,
                               "limit": limit, "host_pinned": self.pool.held,
@@ -405,24 +409,27 @@ class Offload:
         r.dev, r.in_done, r.slot[1] = dev, (None if stream is None else ev), ev
         r.fetched = stream is not None
 
-    def _reclaim(self, r):
-        """If r's device tensor is still held (pending: its copy out was in
-        flight at the last drain), r gets it back with no copy and no new
-        memory.  If the copy out is not even done now, the next step does
-        not offload this candidate: its memory would not go back then
-        either.  Returns whether r got it back."""
+    def _pending_at(self, r):
+        """Where r is in pending (its device tensor still held: its copy out
+        was in flight at the last drain), or -1."""
         for i in range(len(self.pending) - 1, -1, -1):
             if self.pending[i][0] is r:
-                t = self.pending.pop(i)[1]
-                self.pending_bytes -= r.nbytes
-                if not r.out_done.query():
-                    self.next_skip[r.cand] = r.nbytes
-                # the pinned buffer's next copy waits for the copy out
-                r.dev, r.in_done, r.slot[1] = t, None, r.out_done
-                self.step_reclaimed += r.nbytes
-                self.totals["reclaimed_bytes"] += r.nbytes
-                return True
-        return False
+                return i
+        return -1
+
+    def _reclaim(self, r, i, ahead):
+        """r (pending[i]) gets its device tensor back: no copy, no new
+        memory.  ahead: taken by the fetch ahead, counted in its window."""
+        t = self.pending.pop(i)[1]
+        self.pending_bytes -= r.nbytes
+        # the pinned buffer's next copy waits for the copy out
+        r.dev, r.in_done, r.slot[1] = t, None, r.out_done
+        r.reclaimed = True
+        if ahead:
+            r.fetched = True
+            self.fetched_bytes += r.nbytes
+        self.step_reclaimed += r.nbytes
+        self.totals["reclaimed_bytes"] += r.nbytes
 
     def _prefetch(self):
         if not self.records:
@@ -432,15 +439,23 @@ class Offload:
         used, limit = None, None
         while self.fetch_next >= 0:
             r = self.records[self.fetch_next]
-            if r.dev is not None or r.unpacks or self._reclaim(r):
+            if r.dev is not None or r.unpacks:
                 self.fetch_next -= 1
                 continue
             if self.fetched_bytes + r.nbytes > self.budget.window_in and self.fetched_bytes:
                 return
             if used is None:
                 used, limit = self.in_use(r.device.index or 0)
-            if used + r.nbytes > limit - int(limit * self.budget.margin_frac):
+            # a tensor still held is in `used` already: keeping it takes the
+            # room a copy back would (its memory goes back once its copy out
+            # is done, so holding it early is not free)
+            i = self._pending_at(r)
+            if used + (0 if i >= 0 else r.nbytes) > limit - int(limit * self.budget.margin_frac):
                 return
+            if i >= 0:
+                self._reclaim(r, i, ahead=True)
+                self.fetch_next -= 1
+                continue
             self._fetch(r, self._streams(r.device)[1])
             used += r.nbytes
             self.fetched_bytes += r.nbytes
@@ -467,12 +482,23 @@ class Offload:
             return p
         with self.lock:
             r = p
-            if r.dev is None and not self._reclaim(r):
+            i = self._pending_at(r) if r.dev is None else -1
+            if i >= 0:
+                self._reclaim(r, i, ahead=False)
+            if r.dev is None:
+                used, limit = self.in_use(r.device.index or 0)
+                if used + r.nbytes > limit - int(limit * self.budget.margin_frac):
+                    self.step_late_no_room += r.nbytes  # else the fetch ahead had not reached it
+                    self.totals["late_no_room_bytes"] += r.nbytes
                 self._fetch(r)
                 self.step_late += r.nbytes
                 self.totals["late_fetch_bytes"] += r.nbytes
             elif r.in_done is not None:
                 torch.cuda.current_stream(r.device).wait_event(r.in_done)
+            # its consumer is here and its copy out is not even done: its
+            # memory never went back, so the next steps leave it on the device
+            if r.reclaimed and r.unpacks == 0 and self.learn_skip and not r.out_done.query():
+                self.next_skip[r.cand] = r.nbytes
             dev = self._hand_out(r)
             if self.fetch_next is None or r.index <= self.fetch_next:
                 self.fetch_next = r.index - 1

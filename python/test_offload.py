@@ -373,6 +373,7 @@ class HooksTest(unittest.TestCase):
             self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
         self.assertNotIn("h2d-late", [k for k, _ in torch.log])
         self.assertEqual(o.step_late, 4 * MiB)
+        self.assertEqual(o.step_late_no_room, 0)  # room there was: 5 had not been fetched yet
 
     def test_no_fetch_ahead_without_room_under_the_limit(self):
         torch, o, state = make(GiB, used=10 * GiB - 6 * MiB, limit=10 * GiB)
@@ -382,6 +383,7 @@ class HooksTest(unittest.TestCase):
         torch.log.clear()
         o.unpack(packed[2])
         self.assertEqual([k for k, _ in torch.log], ["h2d-late"])
+        self.assertEqual(o.step_late_no_room, 4 * MiB)
         state["used"] = GiB
         o.unpack(packed[1])  # room now: 0 comes ahead
         self.assertIsNotNone(packed[0].dev)
@@ -467,6 +469,28 @@ class HooksTest(unittest.TestCase):
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         self.assertEqual(o.skip, {})
+
+    def test_a_held_tensor_is_taken_back_ahead_only_with_room_and_within_the_window(self):
+        torch, o, state = make(GiB, used=10 * GiB - MiB, limit=10 * GiB)
+        o.budget.window_out = 8 * MiB
+        torch.copies_done = False
+        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(3)]
+        packed = [o.pack(t) for t in ts]
+        self.assertEqual([e[0] for e in o.pending], [packed[1], packed[2]])
+        other = torch.cuda_tensor(4 * MiB, 9.0)
+        o.unpack(other)  # a tensor that was not offloaded: the fetch ahead runs
+        self.assertIsNone(packed[2].dev)  # no room under the limit: 2 stays held, not taken
+        state["used"] = GiB
+        o.budget.window_in = 4 * MiB
+        o.unpack(other)
+        self.assertIs(packed[2].dev, ts[2])  # room now: taken back ahead, no copy
+        self.assertIsNone(packed[1].dev)     # the window is full with it
+        self.assertEqual((o.fetched_bytes, o.step_reclaimed), (4 * MiB, 4 * MiB))
+        torch.copies_done = True  # its copy out finished before its consumer came
+        self.assertIs(o.unpack(packed[2]), ts[2])
+        self.assertEqual(o.fetched_bytes, 4 * MiB)  # 1 came in its place
+        self.assertEqual(o.next_skip, {})  # worth its offload: not skipped next step
+        self.assertEqual([k for k, _ in torch.log if k.startswith("h2d")], ["h2d"])
 
     def test_skips_are_forgotten_when_the_limit_changes(self):
         torch, o, state = make(GiB)

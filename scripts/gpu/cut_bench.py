@@ -26,7 +26,9 @@ RULE+offload, e.g. planned+offload, also installs libvmem_offload's saved
 tensor hooks; plain modes run without), CUT_FULL (F, 5), CUT_STEPS (C, 13: the
 transition, three trial steps for each of three rules, then three under the
 rule chosen), CUT_RAISED (R, 3), CUT_UNCUT (0: no uncut process), CUT_PROFILE
-(1: profiler table of the last step of each cut).
+(1: profiler table of the last step of each cut), CUT_OFFLOAD_WINDOW_FRAC (a
+study knob: the offload's windows as a fraction of the limit, default 1/32),
+CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob).
 Results: $OUT/cut-bench.json and a table on stdout.
 """
 
@@ -123,6 +125,14 @@ def worker(a):
     # with the optimizer post-step hook: no step_end() below; the saved
     # tensor offload as VMEM_TORCH_OFFLOAD says (main() sets it per mode)
     L.install_torch()
+    # study knobs: the offload's windows, and whether it learns skips
+    wf, sk = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC"), os.environ.get("CUT_OFFLOAD_SKIP")
+    if (wf or sk) and L.offload_stats().get("installed"):
+        import libvmem_offload
+        if wf:
+            libvmem_offload._off.budget.window_frac = float(wf)
+        if sk:
+            libvmem_offload._off.learn_skip = sk != "0"
     torch.manual_seed(0)
     torch.cuda.manual_seed_all(0)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -200,7 +210,7 @@ def worker(a):
                 if off.get("installed"):
                     ls = off.get("last_step", {})
                     rec["offload"] = {k: ls.get(k, 0) for k in ("offloaded", "prefetched", "late",
-                                                                "reclaimed", "skipped", "budget", "device_max", "host_max",
+                                                                "late_no_room", "reclaimed", "skipped", "budget", "device_max", "host_max",
                                                                 "pack_s", "unpack_s", "wait_s")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
@@ -215,11 +225,12 @@ def worker(a):
                         rec["regions"], (rec["held"] or 0) / 1e9))
                 if "offload" in rec:
                     o = rec["offload"]
-                    log("    offload: %.2f GB out, %.2f GB fetched ahead, %.2f GB late, %.2f GB "
+                    log("    offload: %.2f GB out, %.2f GB fetched ahead, %.2f GB late (%.2f GB "
+                        "for want of room), %.2f GB "
                         "taken back before the copy out was let go, %.2f GB skipped; budget %.2f "
                         "-> %.2f GB; device max %.2f GB, host max %.2f GB; %d waits" % (
                             o["offloaded"] / 1e9, o["prefetched"] / 1e9, o["late"] / 1e9,
-                            o["reclaimed"] / 1e9, o["skipped"] / 1e9,
+                            o["late_no_room"] / 1e9, o["reclaimed"] / 1e9, o["skipped"] / 1e9,
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
                             o["host_max"] / 1e9, o["waits_out"]))
                     log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB)" % (
