@@ -229,7 +229,9 @@ class Offload:
         self.pending = []       # (record, device tensor) whose copy out may run
         self.pending_bytes = 0
         self.fetched_bytes = 0  # fetched ahead, not unpacked yet
-        self.fetch_next = None  # records[fetch_next]: the next candidate to fetch (None: from the last)
+        # records[fetch_next]: the highest record not yet fetched or unpacked
+        # (None: from the last); every record above it has been
+        self.fetch_next = None
         # dedupe: (ptr, version, shape, dtype) -> (weakref to the tensor,
         # record); the weakref tells a tensor packed twice from a later one
         # that got the same address after the first was freed
@@ -437,10 +439,17 @@ class Offload:
         if self.fetch_next is None:
             self.fetch_next = len(self.records) - 1
         used, limit = None, None
-        while self.fetch_next >= 0:
-            r = self.records[self.fetch_next]
+        # backward mostly unpacks in reverse pack order, but not always (a
+        # residual branch): a record unpacked early below others leaves a
+        # hole; the walk goes over holes and stops at the first record it
+        # cannot fetch, and the pointer moves only past records done
+        k = self.fetch_next
+        while k >= 0:
+            r = self.records[k]
             if r.dev is not None or r.unpacks:
-                self.fetch_next -= 1
+                if k == self.fetch_next:
+                    self.fetch_next -= 1
+                k -= 1
                 continue
             if self.fetched_bytes + r.nbytes > self.budget.window_in and self.fetched_bytes:
                 return
@@ -454,14 +463,15 @@ class Offload:
                 return
             if i >= 0:
                 self._reclaim(r, i, ahead=True)
+            else:
+                self._fetch(r, self._streams(r.device)[1])
+                used += r.nbytes
+                self.fetched_bytes += r.nbytes
+                self.step_prefetched += r.nbytes
+                self.totals["prefetched_bytes"] += r.nbytes
+            if k == self.fetch_next:
                 self.fetch_next -= 1
-                continue
-            self._fetch(r, self._streams(r.device)[1])
-            used += r.nbytes
-            self.fetched_bytes += r.nbytes
-            self.step_prefetched += r.nbytes
-            self.totals["prefetched_bytes"] += r.nbytes
-            self.fetch_next -= 1
+            k -= 1
 
     def unpack(self, p):
         t0 = time.perf_counter()
@@ -500,8 +510,8 @@ class Offload:
             if r.reclaimed and r.unpacks == 0 and self.learn_skip and not r.out_done.query():
                 self.next_skip[r.cand] = r.nbytes
             dev = self._hand_out(r)
-            if self.fetch_next is None or r.index <= self.fetch_next:
-                self.fetch_next = r.index - 1
+            if self.fetch_next is None:
+                self.fetch_next = len(self.records) - 1
             self._drain(block=False)
             self._prefetch()
             return dev

@@ -375,6 +375,21 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(o.step_late, 4 * MiB)
         self.assertEqual(o.step_late_no_room, 0)  # room there was: 5 had not been fetched yet
 
+    def test_a_record_unpacked_out_of_order_leaves_the_others_to_be_fetched_ahead(self):
+        torch, o, _ = make(GiB)
+        o.budget.window_in = 4 * MiB
+        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(6)]
+        packed = [o.pack(t) for t in ts]
+        o._drain(block=True)
+        o.unpack(packed[5])             # late; 4 comes ahead (the window holds one)
+        o.unpack(packed[2])             # a branch reads 2 before 4 and 3: late
+        torch.log.clear()
+        for k in (4, 3, 1, 0):
+            self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
+        self.assertNotIn("h2d-late", [k for k, _ in torch.log])
+        self.assertEqual(o.step_late, 8 * MiB)  # 5 and 2 only
+        self.assertEqual(o.fetched_bytes, 0)
+
     def test_no_fetch_ahead_without_room_under_the_limit(self):
         torch, o, state = make(GiB, used=10 * GiB - 6 * MiB, limit=10 * GiB)
         ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(3)]
