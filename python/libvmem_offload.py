@@ -233,8 +233,9 @@ class Offload:
         # (None: from the last); every record above it has been
         self.fetch_next = None
         # dedupe: (ptr, version, shape, dtype) -> (weakref to the tensor,
-        # record); the weakref tells a tensor packed twice from a later one
-        # that got the same address after the first was freed
+        # record, or None if it stayed on the device); the weakref tells a
+        # tensor packed twice from a later one that got the same address
+        # after the first was freed
         self.seen = {}
         self.step_cands = 0     # eligible tensors seen (not counting a second save)
         self.next_skip = {}     # the next step's skip
@@ -335,18 +336,24 @@ class Offload:
             key = (t.data_ptr(), t._version, tuple(t.shape), t.dtype)
             hit = self.seen.get(key)
             if hit is not None and hit[0]() is t:
+                if hit[1] is None:  # saved again, and left on the device the first time
+                    return t
                 self.totals["deduped"] += 1
                 hit[1].packs += 1
                 return hit[1]
+            # a candidate's number counts each tensor once however often it
+            # is saved (the skips are by number: one shift would move them all)
             cand = self.step_cands
             self.step_cands += 1
             if self.skip.get(cand) == n:
                 self.next_skip[cand] = n  # still not worth it while the step repeats
                 self.step_skipped += n
                 self.totals["skipped_bytes"] += n
+                self.seen[key] = (weakref.ref(t), None)
                 return t
             self.step_offloadable += n
             if self.step_offloaded >= self.budget.bytes:
+                self.seen[key] = (weakref.ref(t), None)
                 return t
             self._drain(block=False)
             out, _ = self._streams(t.device)

@@ -330,6 +330,15 @@ class HooksTest(unittest.TestCase):
         self.assertIs(a, b)
         self.assertEqual(sum(1 for k, _ in torch.log if k == "d2h"), 1)
 
+    def test_a_tensor_saved_twice_is_one_candidate_offloaded_or_not(self):
+        torch, o, _ = make(4 * MiB)
+        a, b, c = (torch.cuda_tensor(4 * MiB, 1.0) for _ in range(3))
+        self.assertIsNot(o.pack(a), a)
+        self.assertIs(o.pack(b), b)  # the budget is spent: b stays on the device
+        self.assertIs(o.pack(b), b)
+        self.assertIs(o.pack(c), c)
+        self.assertEqual((o.step_cands, o.step_offloadable), (3, 12 * MiB))
+
     def test_a_tensor_saved_twice_is_fetched_once_for_both_consumers(self):
         torch, o, _ = make(GiB)
         t = torch.cuda_tensor(4 * MiB, 3.0)
