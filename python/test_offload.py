@@ -213,6 +213,15 @@ def make(budget_bytes=0, used=0, limit=64 * GiB, **kw):
     return torch, o, state
 
 
+def offloaded(torch, o, n, nbytes=4 * MiB):
+    """n tensors packed, their copies out done and their device tensors let
+    go (the usual state when backward starts); returns (tensors, packed)."""
+    ts = [torch.cuda_tensor(nbytes, float(k)) for k in range(n)]
+    packed = [o.pack(t) for t in ts]
+    o._drain(block=True)
+    return ts, packed
+
+
 # --------------------------------------------------------------------------
 
 class BudgetTest(unittest.TestCase):
@@ -367,9 +376,7 @@ class HooksTest(unittest.TestCase):
     def test_backward_order_is_fetched_ahead_within_the_window(self):
         torch, o, state = make(GiB)
         o.budget.window_in = 8 * MiB
-        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(6)]
-        packed = [o.pack(t) for t in ts]
-        o._drain(block=True)
+        ts, packed = offloaded(torch, o, 6)
         torch.log.clear()
         o.unpack(packed[5])  # not fetched yet: a late fetch, then two ahead
         self.assertEqual(torch.log[0], ("h2d-late", 4 * MiB))
@@ -387,9 +394,7 @@ class HooksTest(unittest.TestCase):
     def test_a_record_unpacked_out_of_order_leaves_the_others_to_be_fetched_ahead(self):
         torch, o, _ = make(GiB)
         o.budget.window_in = 4 * MiB
-        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(6)]
-        packed = [o.pack(t) for t in ts]
-        o._drain(block=True)
+        ts, packed = offloaded(torch, o, 6)
         o.unpack(packed[5])             # late; 4 comes ahead (the window holds one)
         o.unpack(packed[2])             # a branch reads 2 before 4 and 3: late
         torch.log.clear()
@@ -401,9 +406,7 @@ class HooksTest(unittest.TestCase):
 
     def test_no_fetch_ahead_without_room_under_the_limit(self):
         torch, o, state = make(GiB, used=10 * GiB - 6 * MiB, limit=10 * GiB)
-        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(3)]
-        packed = [o.pack(t) for t in ts]
-        o._drain(block=True)
+        ts, packed = offloaded(torch, o, 3)
         torch.log.clear()
         o.unpack(packed[2])
         self.assertEqual([k for k, _ in torch.log], ["h2d-late"])
