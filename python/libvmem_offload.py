@@ -63,8 +63,9 @@ class Budget:
     target (at least step_min; host bytes of a step whose limit was raised
     within it, after its last candidate, do not count); a step that fits with more than slack_frac
     of the limit to spare lowers it by half of the room, so the budget
-    follows the limit both ways.  The budget never exceeds what the last
-    step could offload (its eligible saved tensors).  window_out and
+    follows the limit both ways.  The budget, bytes per forward pass (a
+    step of gradient accumulation runs several), never exceeds what the
+    last step's largest pass could offload (its eligible saved tensors).  window_out and
     window_in, the bytes of copies in flight each way, are limit x
     window_frac between 64 MiB and window_max."""
 
@@ -98,8 +99,8 @@ class Budget:
 
     def step_end(self, limit, device_max, host_max, offloadable):
         """Updates and returns the budget for the next step.  offloadable:
-        bytes the step could have offloaded (eligible saved tensors; 0 when
-        the step did not look, because the budget was 0)."""
+        bytes the step's largest pass could have offloaded (eligible saved
+        tensors; 0 when the step did not look, because the budget was 0)."""
         self.set_limit(limit)
         # host bytes of a step whose limit was raised within it (a candidate
         # of the step saw a lower limit) may have come before the raise
@@ -241,6 +242,13 @@ class Offload:
         self.next_skip = {}     # the next step's skip
         self.step_offloaded = 0
         self.step_offloadable = 0
+        # a step may run several forward and backward passes (gradient
+        # accumulation): the budget is per pass (the step's peak is its
+        # largest pass's), and a pack after an unpack starts a new pass
+        self.in_backward = False
+        self.pass_offloaded = 0
+        self.pass_offloadable = 0
+        self.max_pass_offloadable = 0
         self.step_prefetched = 0
         self.step_late = 0
         self.step_late_no_room = 0  # of step_late: no room under the limit for it ahead
@@ -273,7 +281,7 @@ class Offload:
             if self.step_offloaded:
                 self.totals["steps_active"] += 1
             self.pool.new_bytes = 0
-            self.budget.step_end(limit, dmax, hmax, self.step_offloadable)
+            self.budget.step_end(limit, dmax, hmax, self.max_pass_offloadable)
             if not self.budget.bytes and not self.step_offloaded:
                 self.pool.clear()
                 self.next_skip = {}  # the cut is over: learn afresh at the next one
@@ -341,6 +349,12 @@ class Offload:
                 self.totals["deduped"] += 1
                 hit[1].packs += 1
                 return hit[1]
+            if self.in_backward:
+                # a new forward pass in the same step: its own budget, and
+                # its records are fetched ahead from its last one down
+                self.in_backward = False
+                self.pass_offloaded = self.pass_offloadable = 0
+                self.fetch_next = None
             # a candidate's number counts each tensor once however often it
             # is saved (the skips are by number: one shift would move them all)
             cand = self.step_cands
@@ -352,7 +366,9 @@ class Offload:
                 self.seen[key] = (weakref.ref(t), None)
                 return t
             self.step_offloadable += n
-            if self.step_offloaded >= self.budget.bytes:
+            self.pass_offloadable += n
+            self.max_pass_offloadable = max(self.max_pass_offloadable, self.pass_offloadable)
+            if self.pass_offloaded >= self.budget.bytes:
                 self.seen[key] = (weakref.ref(t), None)
                 return t
             self._drain(block=False)
@@ -372,6 +388,7 @@ class Offload:
             self.pending.append((r, t))
             self.pending_bytes += n
             self.step_offloaded += n
+            self.pass_offloaded += n
             self.totals["offloaded_bytes"] += n
             self.totals["offloaded_tensors"] += 1
             while self.pending_bytes > self.budget.window_out and len(self.pending) > 1:
@@ -489,6 +506,7 @@ class Offload:
 
     def _unpack(self, p):
         torch = self.torch
+        self.in_backward = True
         if torch.cuda.is_current_stream_capturing():
             return self._unpack_captured(p)
         if not isinstance(p, _Record):

@@ -404,6 +404,21 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(o.step_late, 8 * MiB)  # 5 and 2 only
         self.assertEqual(o.fetched_bytes, 0)
 
+    def test_each_pass_of_gradient_accumulation_has_its_budget_and_its_fetch_ahead(self):
+        torch, o, _ = make(8 * MiB)
+        o.budget.window_in = 8 * MiB
+        for micro in range(2):  # two forward and backward passes, one step
+            ts, packed = offloaded(torch, o, 3)
+            self.assertEqual([p is t for p, t in zip(packed, ts)], [False, False, True],
+                             "pass %d: the budget (8 MiB) is per pass" % micro)
+            torch.log.clear()
+            for k in (2, 1, 0):
+                self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
+            self.assertEqual([k for k, _ in torch.log], ["h2d", "h2d"],
+                             "pass %d: 1 and 0 fetched ahead at the first unpack" % micro)
+        self.assertEqual((o.step_offloaded, o.step_late), (16 * MiB, 0))
+        self.assertEqual(o.max_pass_offloadable, 12 * MiB)
+
     def test_no_fetch_ahead_without_room_under_the_limit(self):
         torch, o, state = make(GiB, used=10 * GiB - 6 * MiB, limit=10 * GiB)
         ts, packed = offloaded(torch, o, 3)

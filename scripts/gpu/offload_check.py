@@ -2,7 +2,8 @@
 """The saved tensor offload (python/libvmem_offload.py) on a real GPU: a
 deterministic model trained with libvmem as PyTorch's allocator, its limit
 cut to half of its peak, once with the offload and once without, must give
-bitwise the same loss and gradient checksum at every step; with the offload,
+bitwise the same loss and gradient checksum at every step (also in steps of
+two forward and backward passes: gradient accumulation); with the offload,
 bytes must go out and come back ahead of use, and the cut steps must come to
 fit under the limit (no libvmem host bytes at the step's maximum); a forward
 and backward pass captured in a CUDA graph while cut must replay the eager
@@ -55,7 +56,9 @@ def worker(result):
     xs = [torch.randn(tokens, d, generator=g) for _ in range(2)]
     ys = [torch.randint(0, 512, (tokens,), generator=g) for _ in range(2)]
     res = {"offload": os.environ.get("VMEM_TORCH_OFFLOAD"), "steps": []}
-    plan = [("full", None, 3), ("cut50", 0.5, 8), ("raised", 1.0, 2)]
+    # accum50: the same cut, two forward and backward passes per step
+    # (gradient accumulation), each on a whole batch
+    plan = [("full", None, 3), ("cut50", 0.5, 8), ("accum50", 0.5, 6), ("raised", 1.0, 2)]
     start = L.stats()["startCap"]
     i = 0
     for phase, frac, n in plan:
@@ -66,15 +69,19 @@ def worker(result):
         for _ in range(n):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            loss = torch.nn.functional.cross_entropy(model(xs[i % 2].cuda()), ys[i % 2].cuda())
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            losses = []
+            for j in range(2 if phase == "accum50" else 1):
+                k = (i + j) % 2
+                loss = torch.nn.functional.cross_entropy(model(xs[k].cuda()), ys[k].cuda())
+                loss.backward()
+                losses.append(loss.item())
             gsum = sum(int(p.grad.view(torch.int32).to(torch.int64).sum()) for p in model.parameters())
             opt.step()
             torch.cuda.synchronize()
             s = L.stats()
             o = L.offload_stats()
-            rec = {"phase": phase, "ms": (time.perf_counter() - t0) * 1e3, "loss": loss.item(),
+            rec = {"phase": phase, "ms": (time.perf_counter() - t0) * 1e3, "loss": losses,
                    "gsum": gsum, "limit": s["limit"], "offload": o.get("last_step", {})}
             res["steps"].append(rec)
             print(phase, "%.1f ms" % rec["ms"], rec["loss"], gsum, json.dumps(rec["offload"]),
@@ -156,6 +163,14 @@ def main():
     check(sum(s["offload"].get("prefetched", 0) for s in cut) > 0, "bytes fetched ahead of use")
     check(any(s["offload"].get("host_max", 1) == 0 for s in cut[2:]),
           "a cut step fits under the limit (no libvmem host bytes at its maximum)")
+    acc = [s for s in on if s["phase"] == "accum50"]
+    check(any(s["offload"].get("host_max", 1) == 0 for s in acc[2:]) and
+          all(s["offload"].get("late", 1) * 4 <= s["offload"].get("offloaded", 0) for s in acc[2:]),
+          "two passes per step (gradient accumulation): a step fits, and each step's bytes came "
+          "back ahead, not late (%s)" % json.dumps([(s["offload"].get("offloaded", 0) >> 20,
+                                                      s["offload"].get("late", 0) >> 20,
+                                                      s["offload"].get("host_max", 0) >> 20)
+                                                     for s in acc]))
     gr = runs["1"].get("graph", {})
     check(gr.get("budget", 0) > 0 and gr.get("grads_equal") is True
           and gr.get("offloaded_during_capture") == 0,
