@@ -61,8 +61,9 @@ class Budget:
     flight are in the measured maximum already).  A step that did not fit
     (host bytes, or demand above the target) raises the budget by demand -
     target (at least step_min; host bytes of a step whose limit was raised
-    within it, after its last candidate, do not count); a step that fits with more than slack_frac
-    of the limit to spare lowers it by half of the room, so the budget
+    within it, or since the last step end, do not count); a step that fits
+    with more than slack_frac of the limit to spare lowers it by half of the
+    room, so the budget
     follows the limit both ways.  The budget, bytes per forward pass (a
     step of gradient accumulation runs several), never exceeds what the
     last step's largest pass could offload (its eligible saved tensors).  window_out and
@@ -80,6 +81,7 @@ class Budget:
         self.bytes = 0
         self.limit = None  # the limit the budget was learned under
         self.step_lowest = None  # the lowest limit a candidate saw this step
+        self.end_limit = None  # the limit at the last step end
 
     def retarget(self, limit):
         """Called at every candidate tensor with the limit in force: if a
@@ -103,9 +105,12 @@ class Budget:
         tensors; 0 when the step did not look, because the budget was 0)."""
         self.set_limit(limit)
         # host bytes of a step whose limit was raised within it (a candidate
-        # of the step saw a lower limit) may have come before the raise
-        raised = self.step_lowest is not None and limit > self.step_lowest
+        # of the step saw a lower limit) or since the last step end may have
+        # come before the raise (blocks on host go back at this step end)
+        raised = ((self.step_lowest is not None and limit > self.step_lowest) or
+                  (self.end_limit is not None and limit > self.end_limit))
         self.step_lowest = None
+        self.end_limit = limit
         self.limit = limit
         target = max(0, limit - int(limit * self.margin_frac))
         demand = device_max + host_max

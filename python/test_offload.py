@@ -277,6 +277,17 @@ class BudgetTest(unittest.TestCase):
         b2.retarget(10 * GiB)  # same limit: host bytes mean it did not fit
         self.assertEqual(b2.step_end(10 * GiB, 8 * GiB, 256 * MiB, 8 * GiB), before + b2.step_min)
 
+    def test_host_bytes_left_from_before_a_raise_between_steps_do_not_raise_the_budget(self):
+        b = off.Budget()
+        b.step_end(10 * GiB, 9 * GiB, GiB, 8 * GiB)  # cut: the budget rises
+        self.assertGreater(b.bytes, 0)
+        b.retarget(40 * GiB)  # raised before the next step's first candidate
+        self.assertEqual(b.bytes, 0)
+        # that step still had blocks on host from the cut (they go back at its end)
+        self.assertEqual(b.step_end(40 * GiB, 6 * GiB, 3 * GiB, 8 * GiB), 0)
+        # under one limit, host bytes of a step raise the budget as before
+        self.assertGreater(b.step_end(40 * GiB, 6 * GiB, 3 * GiB, 8 * GiB), 0)
+
     def test_windows_scale_with_the_limit(self):
         b = off.Budget()
         b.set_limit(1 * GiB)
