@@ -87,7 +87,7 @@ def worker(result):
             print(phase, "%.1f ms" % rec["ms"], rec["loss"], gsum, json.dumps(rec["offload"]),
                   flush=True)
             i += 1
-        if phase == "cut50":
+        if phase == "accum50":  # still cut: the capture (and its side stream) comes after the passes
             # the last step's graph (through `loss`) keeps AccumulateGrad
             # nodes made on the default stream alive, which breaks a capture
             loss = None
