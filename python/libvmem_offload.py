@@ -28,7 +28,9 @@ tensor hooks) and, only while the last step did not fit under the limit:
 The copies run while kernels run.  Which tensors: the first ones the
 forward pass saves (their backward comes last, which leaves the most time to
 bring them back), of at least min_bytes, that own their whole storage, until
-the step's budget is reached.  The budget is learned at each step end from
+the budget is reached (per forward pass: with gradient accumulation a step
+runs several, each with its own budget and its own fetch ahead).  The budget
+is learned at each step end from
 libvmem's statistics (the device and host bytes in use at the step's peak
 against the limit), so a job that fits offloads nothing and a cut job
 offloads about what the cut takes away.
