@@ -97,6 +97,11 @@ class Budget:
             self.step_lowest = limit
         return self.bytes
 
+    def target(self, limit):
+        """The device bytes a step may use under limit: limit less the
+        margin (the room the fetch ahead and the step's maximum aim at)."""
+        return max(0, limit - int(limit * self.margin_frac))
+
     def set_limit(self, limit):
         w = max(64 * MiB, min(self.window_max, int(limit * self.window_frac)))
         self.window_out = self.window_in = w
@@ -114,7 +119,7 @@ class Budget:
         self.step_lowest = None
         self.end_limit = limit
         self.limit = limit
-        target = max(0, limit - int(limit * self.margin_frac))
+        target = self.target(limit)
         demand = device_max + host_max
         if demand > target or (host_max > 0 and not raised):
             self.bytes += max(demand - target, self.step_min)
@@ -366,17 +371,17 @@ class Offload:
             # is saved (the skips are by number: one shift would move them all)
             cand = self.step_cands
             self.step_cands += 1
-            if self.skip.get(cand) == n:
+            skipped = self.skip.get(cand) == n
+            if skipped:
                 self.next_skip[cand] = n  # still not worth it while the step repeats
                 self.step_skipped += n
                 self.totals["skipped_bytes"] += n
-                self.seen[key] = (weakref.ref(t), None)
-                return t
-            self.step_offloadable += n
-            self.pass_offloadable += n
-            self.max_pass_offloadable = max(self.max_pass_offloadable, self.pass_offloadable)
-            if self.pass_offloaded >= self.budget.bytes:
-                self.seen[key] = (weakref.ref(t), None)
+            else:
+                self.step_offloadable += n
+                self.pass_offloadable += n
+                self.max_pass_offloadable = max(self.max_pass_offloadable, self.pass_offloadable)
+            if skipped or self.pass_offloaded >= self.budget.bytes:
+                self.seen[key] = (weakref.ref(t), None)  # stays on the device
                 return t
             self._drain(block=False)
             out, _ = self._streams(t.device)
@@ -490,7 +495,7 @@ class Offload:
             # room a copy back would (its memory goes back once its copy out
             # is done, so holding it early is not free)
             i = self._pending_at(r)
-            if used + (0 if i >= 0 else r.nbytes) > limit - int(limit * self.budget.margin_frac):
+            if used + (0 if i >= 0 else r.nbytes) > self.budget.target(limit):
                 return
             if i >= 0:
                 self._reclaim(r, i, ahead=True)
@@ -529,7 +534,7 @@ class Offload:
                 self._reclaim(r, i, ahead=False)
             if r.dev is None:
                 used, limit = self.in_use(r.device.index or 0)
-                if used + r.nbytes > limit - int(limit * self.budget.margin_frac):
+                if used + r.nbytes > self.budget.target(limit):
                     self.step_late_no_room += r.nbytes  # else the fetch ahead had not reached it
                     self.totals["late_no_room_bytes"] += r.nbytes
                 self._fetch(r)
@@ -542,8 +547,6 @@ class Offload:
             if r.reclaimed and r.unpacks == 0 and self.learn_skip and not r.out_done.query():
                 self.next_skip[r.cand] = r.nbytes
             dev = self._hand_out(r)
-            if self.fetch_next is None:
-                self.fetch_next = len(self.records) - 1
             self._drain(block=False)
             self._prefetch()
             return dev
