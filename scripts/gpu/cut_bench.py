@@ -209,9 +209,9 @@ def worker(a):
                 off = L.offload_stats()
                 if off.get("installed"):
                     ls = off.get("last_step", {})
-                    rec["offload"] = {k: ls.get(k, 0) for k in ("offloaded", "prefetched", "late",
-                                                                "late_no_room", "reclaimed", "skipped", "budget", "device_max", "host_max",
-                                                                "pack_s", "unpack_s", "wait_s")}
+                    rec["offload"] = {k: ls.get(k, 0) for k in (
+                        "offloaded", "prefetched", "late", "late_no_room", "reclaimed", "skipped",
+                        "budget", "device_max", "host_max", "pack_s", "unpack_s", "wait_s")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                 res["steps"].append(rec)
