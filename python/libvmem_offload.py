@@ -68,14 +68,16 @@ class Budget:
     room, so the budget
     follows the limit both ways.  The budget, bytes per forward pass (a
     step of gradient accumulation runs several), never exceeds what the
-    last step's largest pass could offload (its eligible saved tensors).  window_out and
-    window_in, the bytes of copies in flight each way, are limit x
-    window_frac between 64 MiB and window_max."""
+    last step's largest pass could offload (its eligible saved tensors).  window_out, the
+    bytes of copies out in flight, is limit x window_frac and window_in, the
+    bytes fetched ahead, limit x window_in_frac (None: window_frac), each
+    between 64 MiB and window_max."""
 
     def __init__(self, window_max=512 * MiB, window_frac=1 / 32, margin_frac=0.03,
-                 slack_frac=0.02, step_min=64 * MiB):
+                 slack_frac=0.02, step_min=64 * MiB, window_in_frac=None):
         self.window_max = window_max
         self.window_frac = window_frac
+        self.window_in_frac = window_in_frac
         self.window_out = self.window_in = window_max
         self.margin_frac = margin_frac
         self.slack_frac = slack_frac
@@ -103,8 +105,11 @@ class Budget:
         return max(0, limit - int(limit * self.margin_frac))
 
     def set_limit(self, limit):
-        w = max(64 * MiB, min(self.window_max, int(limit * self.window_frac)))
-        self.window_out = self.window_in = w
+        def window(frac):
+            return max(64 * MiB, min(self.window_max, int(limit * frac)))
+        self.window_out = window(self.window_frac)
+        self.window_in = window(self.window_frac if self.window_in_frac is None
+                                else self.window_in_frac)
 
     def step_end(self, limit, device_max, host_max, offloadable):
         """Updates and returns the budget for the next step.  offloadable:
@@ -225,6 +230,8 @@ class Offload:
         # had finished, so its device memory never went back (_unpack)
         self.skip = {}
         self.learn_skip = True
+        self.spread = False  # a study knob (_pack)
+        self.last_offloadable = 0  # the last step's largest pass's eligible bytes
         self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
@@ -294,6 +301,7 @@ class Offload:
                 self.totals["steps_active"] += 1
             self.pool.new_bytes = 0
             self.budget.step_end(limit, dmax, hmax, self.max_pass_offloadable)
+            self.last_offloadable = self.max_pass_offloadable
             if not self.budget.bytes and not self.step_offloaded:
                 self.pool.clear()
                 self.next_skip = {}  # the cut is over: learn afresh at the next one
@@ -380,7 +388,15 @@ class Offload:
                 self.step_offloadable += n
                 self.pass_offloadable += n
                 self.max_pass_offloadable = max(self.max_pass_offloadable, self.pass_offloadable)
-            if skipped or self.pass_offloaded >= self.budget.bytes:
+            # spread: the pass's budget is a fraction of what the last
+            # step's largest pass could offload; offload a candidate only
+            # while the bytes offloaded so far stay within that fraction of
+            # the bytes seen, so the copies spread over the pass
+            spread_out = (self.spread and not skipped and self.last_offloadable and
+                          self.budget.bytes < self.last_offloadable and
+                          (self.pass_offloaded + n) * self.last_offloadable >
+                          self.budget.bytes * self.pass_offloadable)
+            if skipped or spread_out or self.pass_offloaded >= self.budget.bytes:
                 self.seen[key] = (weakref.ref(t), None)  # stays on the device
                 return t
             self._drain(block=False)
@@ -403,6 +419,10 @@ class Offload:
             self.pass_offloaded += n
             self.totals["offloaded_bytes"] += n
             self.totals["offloaded_tensors"] += 1
+            # pacing: past window_out bytes of copies in flight the forward
+            # pass waits for the oldest, so the link keeps up with it.  (Not
+            # pacing while the device had room, letting the copies queue
+            # behind the forward pass, was measured worse: docs/placement.md)
             while self.pending_bytes > self.budget.window_out and len(self.pending) > 1:
                 self._drop_oldest(block=True)
             return r

@@ -28,6 +28,11 @@ transition, three trial steps for each of three rules, then three under the
 rule chosen), CUT_RAISED (R, 3), CUT_UNCUT (0: no uncut process), CUT_PROFILE
 (1: profiler table of the last step of each cut), CUT_OFFLOAD_WINDOW_FRAC (a
 study knob: the offload's windows as a fraction of the limit, default 1/32),
+CUT_OFFLOAD_WINDOW_IN_FRAC (the fetch ahead's window alone, a study knob),
+CUT_OFFLOAD_SPREAD (1: offload candidates spread over the pass, in the
+proportion budget / offloadable, rather than the first ones; a study knob),
+CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
+each stream's busy time,
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob).
 Results: $OUT/cut-bench.json and a table on stdout.
 """
@@ -117,6 +122,41 @@ def bandwidths(L, torch):
     return res
 
 
+def stream_busy(path):
+    """Per CUDA stream of a profiler trace: the time it was busy (the union
+    of its kernels, copies and memsets), their count, and the span of all."""
+    with open(path) as f:
+        evs = json.load(f).get("traceEvents", [])
+    per = {}
+    lo, hi = None, None
+    for e in evs:
+        if e.get("ph") != "X" or e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
+            continue
+        b, d = float(e["ts"]), float(e.get("dur", 0))
+        per.setdefault(e.get("tid"), []).append((b, b + d, e.get("cat")))
+        lo = b if lo is None else min(lo, b)
+        hi = b + d if hi is None else max(hi, b + d)
+    lines = ["stream busy (union of its GPU work) over the profiled step's GPU span %.1f ms:" % (
+        ((hi or 0) - (lo or 0)) / 1e3)]
+    for tid, iv in sorted(per.items(), key=lambda kv: -len(kv[1])):
+        iv.sort()
+        busy, end = 0.0, None
+        for b, e, _ in iv:
+            if end is None or b > end:
+                busy += e - b
+                end = e
+            elif e > end:
+                busy += e - end
+                end = e
+        cats = {}
+        for _, _, c in iv:
+            cats[c] = cats.get(c, 0) + 1
+        lines.append("  stream %s: busy %.1f ms, %s, first %.1f ms, last end %.1f ms" % (
+            tid, busy / 1e3, ", ".join("%d %s" % (n, c) for c, n in sorted(cats.items())),
+            (iv[0][0] - lo) / 1e3, (max(e for _, e, _ in iv) - lo) / 1e3))
+    return "\n".join(lines)
+
+
 def worker(a):
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import framework_proof as fp
@@ -127,10 +167,16 @@ def worker(a):
     L.install_torch()
     # study knobs: the offload's windows, and whether it learns skips
     wf, sk = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC"), os.environ.get("CUT_OFFLOAD_SKIP")
-    if (wf or sk) and L.offload_stats().get("installed"):
+    wi = os.environ.get("CUT_OFFLOAD_WINDOW_IN_FRAC")
+    spread = os.environ.get("CUT_OFFLOAD_SPREAD")
+    if (wf or sk or wi or spread) and L.offload_stats().get("installed"):
         import libvmem_offload
+        if spread:
+            libvmem_offload._off.spread = spread != "0"
         if wf:
             libvmem_offload._off.budget.window_frac = float(wf)
+        if wi:
+            libvmem_offload._off.budget.window_in_frac = float(wi)
         if sk:
             libvmem_offload._off.learn_skip = sk != "0"
     torch.manual_seed(0)
@@ -170,11 +216,17 @@ def worker(a):
                     prof = torch.profiler.profile(
                         activities=[torch.profiler.ProfilerActivity.CUDA])
                     prof.__enter__()
+                # the forward and the backward (with the optimizer) as the
+                # compute stream runs them: the two phases of the phase floor
+                ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+                ev[0].record()
                 with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
                     loss = step_fn(model, i)
+                ev[1].record()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()  # the hook ends the libvmem step here
+                ev[2].record()
                 torch.cuda.synchronize()
                 dt = time.perf_counter() - t0
                 if prof is not None:  # CUT_PROFILE=1: where the last cut step's GPU time goes
@@ -183,8 +235,13 @@ def worker(a):
                         a.job, a.mode, name, dt * 1e3,
                         prof.key_averages().table(sort_by="cuda_time_total", row_limit=18,
                                                    max_name_column_width=90)))
+                    path = os.path.join(OUT, "trace-%s-%s-%s.json" % (
+                        a.job, a.mode.replace("+", "-"), name))
+                    prof.export_chrome_trace(path)
+                    log(stream_busy(path))
                 s1 = L.stats()
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
+                       "fwd_ms": ev[0].elapsed_time(ev[1]), "bwd_ms": ev[1].elapsed_time(ev[2]),
                        "host_placed": s1["spilledBytes"] - s0["spilledBytes"],
                        "planned": s1["placedHostBytes"] - s0["placedHostBytes"],
                        "fallback": s1["fallbackBytes"] - s0["fallbackBytes"],
@@ -215,10 +272,12 @@ def worker(a):
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                 res["steps"].append(rec)
-                log("%s %s %-8s %2d %8.1f ms loss %.5f host %.2f GB (plan %.2f fb %.2f mv %.2f) "
+                log("%s %s %-8s %2d %8.1f ms (fwd %.1f, bwd %.1f) loss %.5f host %.2f GB (plan %.2f "
+                    "fb %.2f mv %.2f) "
                     "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
                     "%s regions, held %.2f GB" % (
-                        a.job, a.mode, name, k, rec["ms"], rec["loss"], rec["host_placed"] / 1e9,
+                        a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"], rec["loss"],
+                        rec["host_placed"] / 1e9,
                         rec["planned"] / 1e9, rec["fallback"] / 1e9, rec["moved_to_host"] / 1e9,
                         rec["host_in_use"] / 1e9, rec["rule"], rec["swap_out"] / 1e9,
                         rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"],
@@ -262,8 +321,10 @@ def summarise(results):
         # the third on): GPT-2's first steps were still 20% slower in one
         # H100 run (cut-bench-raise6: 92.6 ms full, 77 ms after the raise)
         nfull = sum(1 for s in st if s["phase"] == "full")
-        full = statistics.median(s["ms"] for s in st
-                                 if s["phase"] == "full" and s["k"] >= max(2, nfull // 2))
+        fulls = [s for s in st if s["phase"] == "full" and s["k"] >= max(2, nfull // 2)]
+        full = statistics.median(s["ms"] for s in fulls)
+        fwd = statistics.median(s.get("fwd_ms", 0) for s in fulls)
+        bwd = statistics.median(s.get("bwd_ms", 0) for s in fulls)
         ref = next((u for u in results if u["job"] == r["job"] and u["mode"] == "uncut"), None)
         for cut, raised in (("cut75", "raised75"), ("cut50", "raised50")):
             ph = [s for s in st if s["phase"] == cut]
@@ -291,6 +352,18 @@ def summarise(results):
                 cbw = min(bw["copy_h2d_gbs"], bw["copy_d2h_gbs"]) * 1e9
                 row["overlap_floor_ms"] = max(full, excess / cbw * 1e3)
                 row["vs_zero_copy_floor"] = ms / row["zero_copy_floor_ms"]
+                # the phase floor (docs/placement.md): the excess lies on host
+                # at the step's peak, so it left the device before the peak
+                # and comes back after it, each direction in its own phase
+                out_ms = excess / (bw["copy_d2h_gbs"] * 1e9) * 1e3
+                in_ms = excess / (bw["copy_h2d_gbs"] * 1e9) * 1e3
+                row["link_floor_ms"] = max(full, out_ms + in_ms)
+                row["phase_floor_ms"] = max(fwd, out_ms) + max(full - fwd, in_ms)
+                row["vs_phase_floor"] = ms / row["phase_floor_ms"]
+            row["full_fwd_ms"], row["full_bwd_ms"] = fwd, bwd
+            row["cut_fwd_ms"] = statistics.median(s.get("fwd_ms", 0) for s in tail)
+            row["cut_bwd_ms"] = statistics.median(s.get("bwd_ms", 0) for s in tail)
+            row["overlap_target_ms"] = full * (1.5 if cut == "cut75" else 3.0)
             rs = [s for s in st if s["phase"] == raised]
             if len(rs) > 1:
                 row["raised_second_step_ms"] = rs[1]["ms"]
@@ -371,6 +444,18 @@ def main():
             r.get("zero_copy_floor_ms", float("nan")), r.get("vs_zero_copy_floor", float("nan")),
             r.get("overlap_floor_ms", float("nan")), r.get("raised_vs_full", float("nan")),
             r.get("losses_bitwise_equal")))
+    log("\nphases (compute stream, ms): full fwd/bwd, cut fwd/bwd; the phase floor "
+        "max(fwd, excess/d2h) + max(full - fwd, excess/h2d), the link floor max(full, "
+        "excess/d2h + excess/h2d), and the overlap target (1.5x / 3x full) against them:")
+    for r in rows:
+        if "phase_floor_ms" in r:
+            t = r["overlap_target_ms"]
+            log("%-9s %-8s %-6s full %5.1f/%5.1f cut %6.1f/%6.1f  phase floor %6.1f (x%.2f)  "
+                "link floor %6.1f  target %6.1f %s" % (
+                    r["job"], r["mode"], r["cut"], r["full_fwd_ms"], r["full_bwd_ms"],
+                    r["cut_fwd_ms"], r["cut_bwd_ms"], r["phase_floor_ms"], r["vs_phase_floor"],
+                    r["link_floor_ms"], t,
+                    "below the phase floor" if t < r["phase_floor_ms"] else "reachable"))
     log("\nafter each raise: every step's ms, and the median from the second step on over the "
         "full step:")
     for r in rows:
