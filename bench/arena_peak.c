@@ -3,7 +3,8 @@
  * (docs/benchmarks.md, "Held over live").
  *
  * Replays a trace once (cold, no limit, the default growth policy and the
- * VMEM_GROWTH / VMEM_TRIM* environment) and finds the event after which the
+ * VMEM_GROWTH / VMEM_TRIM* / VMEM_LAYOUT* environment, with vmem_step_end at
+ * the step boundaries vmem-replay uses) and finds the event after which the
  * device arena first held its largest amount; then replays it again on a
  * fresh instance (the sim backends are deterministic) and, after that event,
  * prints the arena: held, live (in use), the request that grew it, every
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "replay.h"
+#include "steps.h"
 #include "trace.h"
 #include "vmem_internal.h"
 
@@ -43,6 +45,7 @@ typedef struct peak {
 
 static void *op_alloc(void *ctx, size_t size) { return vmem_alloc(ctx, size); }
 static void op_free(void *ctx, void *ptr) { vmem_free(ctx, ptr); }
+static void op_step(void *ctx) { vmem_step_end(ctx); }
 
 static void find_peak(void *octx, size_t i)
 {
@@ -140,13 +143,21 @@ static int replay_once(const trace_t *t, peak_t *p, replay_observe_fn fn, vmem_b
         vmem_destroy(p->v);
         return 1;
     }
-    replay_ops_t ops = {.ctx = p->v, .alloc = op_alloc, .free = op_free};
+    /* The step boundaries vmem-replay uses (steps.h): the planners learn from them. */
+    size_t *steps = NULL;
+    steps_source_t src;
+    size_t nsteps = trace_steps(t, &steps, &src);
+    if (nsteps == (size_t)-1)
+        nsteps = 0;
+    replay_ops_t ops = {.ctx = p->v, .alloc = op_alloc, .free = op_free, .step = op_step,
+                        .steps = steps, .nsteps = nsteps};
     uint64_t failed = 0;
     replay_pass(t, &ops, ptrs, &failed, fn, p);
     for (size_t i = 0; i < t->nslots; i++)
         if (ptrs[i])
             vmem_free(p->v, ptrs[i]);
     free(ptrs);
+    free(steps);
     vmem_destroy(p->v);
     p->v = NULL;
     return 0;

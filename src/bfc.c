@@ -1057,33 +1057,14 @@ static int arena_grow(bfc_arena_t *a, size_t need)
     return 0;
 }
 
-void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
+/* Hands out free chunk c (in its bin, >= rs bytes) for a request of size
+ * (rs rounded), splitting off the rest.  Returns 0 (c unchanged,
+ * last_fail set) if the live map cannot grow. */
+static int chunk_take(bfc_arena_t *a, bfc_chunk_t *c, size_t rs, size_t size)
 {
-    size_t rs = bfc_round(size);
-    if (rs == 0) {
-        a->last_fail = BFC_FAIL_SIZE;
-        return NULL;
-    }
-    bfc_chunk_t *c = bin_find(a, rs, stream, 0);
-    /* Uncapped, splitting a free dedicated chunk holds less than growing
-     * (docs/benchmarks.md, "Held over live"); under a limit dedicated regions
-     * stay whole, to be given back to the large requests they were made for. */
-    if (!c && a->share_dedicated && a->params.growth.share)
-        c = bin_find(a, rs, stream, 1);
-    if (!c) {
-        /* A grow that failed may still have added a region (placed away
-         * from the tail it was to extend) that serves the request. */
-        int grew = arena_grow(a, rs) == 0;
-        c = bin_find(a, rs, stream, 0);
-        if (!c) {
-            if (grew)
-                a->last_fail = BFC_FAIL_LIMIT;
-            return NULL;
-        }
-    }
     if (map_put(&a->live, c->addr, c) != 0) {
         a->last_fail = BFC_FAIL_BACKEND;
-        return NULL;
+        return 0;
     }
     bin_remove(a, c);
     if (c->size - rs >= a->params.split_min) {
@@ -1115,7 +1096,34 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
     if (a->in_use > a->peak_in_use)
         a->peak_in_use = a->in_use;
     a->last_fail = BFC_FAIL_NONE;
-    return (void *)c->addr;
+    return 1;
+}
+
+void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
+{
+    size_t rs = bfc_round(size);
+    if (rs == 0) {
+        a->last_fail = BFC_FAIL_SIZE;
+        return NULL;
+    }
+    bfc_chunk_t *c = bin_find(a, rs, stream, 0);
+    /* Uncapped, splitting a free dedicated chunk holds less than growing
+     * (docs/benchmarks.md, "Held over live"); under a limit dedicated regions
+     * stay whole, to be given back to the large requests they were made for. */
+    if (!c && a->share_dedicated && a->params.growth.share)
+        c = bin_find(a, rs, stream, 1);
+    if (!c) {
+        /* A grow that failed may still have added a region (placed away
+         * from the tail it was to extend) that serves the request. */
+        int grew = arena_grow(a, rs) == 0;
+        c = bin_find(a, rs, stream, 0);
+        if (!c) {
+            if (grew)
+                a->last_fail = BFC_FAIL_LIMIT;
+            return NULL;
+        }
+    }
+    return chunk_take(a, c, rs, size) ? (void *)c->addr : NULL;
 }
 
 /* Merges free chunk c with its free neighbours of the same stream key. */
@@ -1145,6 +1153,83 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
         c = p;
     }
     return c;
+}
+
+/* The free chunk usable on stream that holds [addr, addr + rs), or NULL. */
+static bfc_chunk_t *free_chunk_holding(const bfc_arena_t *a, uintptr_t addr, size_t rs,
+                                       uintptr_t stream)
+{
+    for (unsigned b = bin_next(a, bfc_bin_index(rs)); b < BFC_NBINS; b = bin_next(a, b + 1))
+        for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext)
+            if (c->addr <= addr && addr + rs <= c->addr + c->size && stream_ok(c->stream, stream) &&
+                !c->region->dedicated)
+                return c;
+    return NULL;
+}
+
+void *bfc_alloc_at(bfc_arena_t *a, size_t size, uintptr_t stream, uintptr_t addr, uintptr_t hint)
+{
+    size_t rs = bfc_round(size);
+    if (rs == 0 || addr % BFC_ALIGN) {
+        a->last_fail = BFC_FAIL_SIZE;
+        return NULL;
+    }
+    bfc_chunk_t *c = NULL, *h = hint ? map_get(&a->live, hint) : NULL;
+    if (h) { /* a live neighbour: the free chunk next to it, if it holds the range */
+        c = h->addr + h->size <= addr ? h->next : h->addr >= addr + rs ? h->prev : NULL;
+        if (c && (c->in_use || c->addr > addr || addr + rs > c->addr + c->size ||
+                  !stream_ok(c->stream, stream) || c->region->dedicated))
+            c = NULL;
+    }
+    if (!c)
+        c = free_chunk_holding(a, addr, rs, stream);
+    if (!c && (a->backend->flags & BACKEND_F_CONTIGUOUS) && a->regions) {
+        /* Beyond the end: grow the last region up to addr + rs, if nothing
+         * lives between its end and addr. */
+        bfc_region_t *last = a->regions;
+        while (last->next)
+            last = last->next;
+        uintptr_t end = last->base + last->size;
+        bfc_chunk_t *tail = addr + rs > end ? region_last(last) : NULL;
+        uintptr_t from = tail && !tail->in_use && tail->stream == 0 ? tail->addr : end;
+        if (tail && addr >= from && arena_grow(a, addr + rs - from) == 0)
+            c = free_chunk_holding(a, addr, rs, stream);
+    }
+    if (!c) {
+        a->last_fail = BFC_FAIL_LIMIT;
+        return NULL;
+    }
+    if (c->addr < addr) { /* the part below addr stays free */
+        bfc_chunk_t *low = chunk_new(a);
+        if (!low) {
+            a->last_fail = BFC_FAIL_BACKEND;
+            return NULL;
+        }
+        bin_remove(a, c);
+        low->addr = c->addr;
+        low->size = addr - c->addr;
+        low->region = c->region;
+        low->stream = c->stream;
+        low->seq = c->seq;
+        low->in_use = 0;
+        low->prev = c->prev;
+        low->next = c;
+        if (c->prev)
+            c->prev->next = low;
+        else
+            c->region->first = low;
+        c->prev = low;
+        c->addr = addr;
+        c->size -= low->size;
+        bin_insert(a, low);
+        bin_insert(a, c);
+    }
+    if (!chunk_take(a, c, rs, size)) {
+        bin_remove(a, c); /* undo the split */
+        bin_insert(a, chunk_coalesce(a, c));
+        return NULL;
+    }
+    return (void *)c->addr;
 }
 
 vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t stream, size_t *size)

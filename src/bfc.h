@@ -204,6 +204,16 @@ size_t bfc_fini(bfc_arena_t *a);
 /* Allocates; NULL on failure with a->last_fail set. */
 void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream);
 
+/* Allocates exactly at addr (a multiple of BFC_ALIGN), splitting the free
+ * chunk that holds [addr, addr + rounded size); on contiguous backends a
+ * range beyond the arena's end, with only free memory between the end's
+ * last live block and addr, is reached by growing.  NULL (a->last_fail set,
+ * the arena unchanged but for such a growth) if the range is not free: the
+ * caller then allocates as usual (the block layout planner, layout.h).
+ * hint (0: none): the address of a live block that may touch the range
+ * (ending at addr or starting at its end), looked up first. */
+void *bfc_alloc_at(bfc_arena_t *a, size_t size, uintptr_t stream, uintptr_t addr, uintptr_t hint);
+
 /* Frees the live block starting at p.  VMEM_ERR_FOREIGN_PTR if p is not the
  * start of a live block of this arena (the arena is unchanged).  *size gets
  * the block's rounded size. */

@@ -228,6 +228,15 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
         free(v);
         return VMEM_ERR_ENV;
     }
+    /* The block layout planner: VMEM_LAYOUT, VMEM_LAYOUT_MIN (layout.h). */
+    int layout_on = 0;
+    uint64_t layout_min = 0;
+    if (layout_from_env(&layout_on, &layout_min) != VMEM_OK) {
+        backend_destroy(v->dev_backend);
+        backend_destroy(v->host_backend);
+        free(v);
+        return VMEM_ERR_ENV;
+    }
     bfc_params_t hp = {.min_region = (size_t)64 << 20, .max_region = (size_t)1 << 30,
                        .split_min = BFC_ALIGN, .keep_regions = 1};
     if (bfc_init(&v->dev, v->dev_backend, &dp, limit) != VMEM_OK ||
@@ -251,6 +260,7 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     v->swap_reason = "none";
     v->step_start = vmem_now();
     place_setup(v, cfg.placement, swap_head, swap_tail);
+    layout_init(&v->layout, layout_on, layout_min);
     v->place.debug = place_debug;
     v->place.debug_ctx = v;
     atomic_store(&v->perf, 100);
@@ -280,6 +290,17 @@ void vmem_destroy(vmem_t *v)
     for (int i = 0; i < v->nstreams; i++)
         backend_fence_destroy(v->fences[i]);
     size_t live = bfc_fini(&v->dev) + bfc_fini(&v->host);
+    if (v->layout.stats.plans)
+        vmem_log(v, VMEM_LOG_INFO,
+                 "layout: %llu plans (%.3f s), %llu steps reused a plan, %llu followed one to its "
+                 "end, %llu left one; %llu blocks at their planned address, %llu elsewhere",
+                 (unsigned long long)v->layout.stats.plans, v->layout.stats.plan_seconds,
+                 (unsigned long long)v->layout.stats.reused_steps,
+                 (unsigned long long)v->layout.stats.followed_steps,
+                 (unsigned long long)v->layout.stats.diverged_steps,
+                 (unsigned long long)v->layout.stats.placed,
+                 (unsigned long long)v->layout.stats.fallbacks);
+    layout_fini(&v->layout);
     place_fini(&v->place);
     if (live)
         vmem_log(v, VMEM_LOG_WARN, "destroyed with %zu live blocks", live);
@@ -530,6 +551,8 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *
 {
     place_env_t env = place_env(v);
     unsigned where = place_decide(&v->place, size, key, &env);
+    /* The block layout (layout.c): this allocation's planned address, if any. */
+    uintptr_t planned = layout_next(&v->layout, size, key, &v->place, &v->dev);
     swap_run_due(v); /* swap windows: blocks out before this allocation, or back */
     int arena = 0;
     void *p = NULL;
@@ -541,7 +564,12 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *
     if (!p) {
         why = NULL;
         arena = 0;
-        p = device_alloc(v, size, key);
+        if (planned) {
+            p = bfc_alloc_at(&v->dev, size, key, planned, v->layout.hint);
+            layout_placed(&v->layout, p != NULL);
+        }
+        if (!p)
+            p = device_alloc(v, size, key);
     }
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE && v->host_fallback) {
         bfc_fail_reason_t fail = v->dev.last_fail;
@@ -560,6 +588,8 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *
         }
         place_note_alloc(&v->place, size, bfc_round(size), key, arena, a->seq, (uintptr_t)p,
                          why != NULL, where);
+        if (arena == 0)
+            layout_note_alloc(&v->layout, (uintptr_t)p);
         step_track(v);
         *st = VMEM_OK;
         return p;
@@ -631,6 +661,8 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
         if (arena < 2)
             place_note_free(&v->place, arena, arena ? v->host.freed_seq : v->dev.freed_seq,
                             bytes);
+        if (arena == 0)
+            layout_note_free(&v->layout, (uintptr_t)ptr);
         v->frees++;
         step_track(v);
     } else {
@@ -672,6 +704,7 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
     }
     size_t old = v->dev.limit;
     v->dev.share_dedicated = 0; /* a limit was set: keep dedicated regions whole */
+    layout_stop(&v->layout);    /* and best fit only */
     vmem_status_t st = bfc_set_limit(&v->dev, bytes);
     if (v->tags && tags_limit_changed(v, bytes) == VMEM_PENDING)
         st = VMEM_PENDING; /* tagged blocks hold the rest */
@@ -796,6 +829,9 @@ vmem_status_t vmem_step_end(vmem_t *v)
     double dur = now - v->step_start;
     place_env_t env = place_env(v);
     env.step_seconds = dur;
+    /* Before place_step_end: the layout reads what the planner learned. */
+    layout_step_end(&v->layout, &v->place,
+                    v->dev.share_dedicated && (v->dev_backend->flags & BACKEND_F_CONTIGUOUS));
     place_step_end(&v->place, &env);
     v->steps++;
     v->last_step_seconds = dur;

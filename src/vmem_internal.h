@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "bfc.h"
+#include "layout.h"
 #include "placement.h"
 #include "vmem.h"
 
@@ -67,6 +68,10 @@ struct vmem {
 
     /* placement planner (placement.c): which allocations go to host */
     place_t place;
+
+    /* block layout planner (layout.c): where the step's large blocks go,
+     * while no limit is set on a contiguous backend */
+    layout_t layout;
 
     /* callbacks */
     vmem_event_fn cb_fn[4];

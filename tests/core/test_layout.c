@@ -1,0 +1,320 @@
+/*
+ * The block layout planner (src/layout.h): the solver on small instances
+ * and adversarial ones (every layout checked for overlaps in address and
+ * time), bfc_alloc_at, and the planner inside an instance on sim-vmm:
+ * the hole BERT's logits leave (docs/benchmarks.md, issue 14), steps that
+ * differ, and a limit.
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "bfc.h"
+#include "common.h"
+#include "layout.h"
+#include "vmem_internal.h"
+
+#define U ((uint64_t)1 << 20)
+#define BASE ((uintptr_t)1 << 30)
+
+/* Every pair of items live at once lies apart, no item is below base or on
+ * an obstacle while it lives; returns the top. */
+static uintptr_t check_layout(size_t n, const uint64_t *size, const uint64_t *at,
+                              const uint64_t *end, const uintptr_t *addr,
+                              const layout_obstacle_t *obst, size_t nobst)
+{
+    uintptr_t top = BASE;
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_geq(addr[i], BASE, "item %zu below the base", i);
+        if (addr[i] + size[i] > top)
+            top = addr[i] + size[i];
+        for (size_t j = i + 1; j < n; j++) {
+            int time = at[i] < end[j] && at[j] < end[i];
+            int space = addr[i] < addr[j] + size[j] && addr[j] < addr[i] + size[i];
+            cr_assert(!(time && space), "items %zu and %zu overlap", i, j);
+        }
+        for (size_t o = 0; o < nobst; o++) {
+            int time = at[i] < obst[o].end;
+            int space = addr[i] < obst[o].addr + obst[o].size && obst[o].addr < addr[i] + size[i];
+            cr_assert(!(time && space), "item %zu on obstacle %zu", i, o);
+        }
+    }
+    return top;
+}
+
+/* The most bytes live at once (items and obstacles). */
+static uint64_t live_peak(size_t n, const uint64_t *size, const uint64_t *at, const uint64_t *end,
+                          const layout_obstacle_t *obst, size_t nobst)
+{
+    uint64_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t s = 0;
+        for (size_t j = 0; j < n; j++)
+            if (at[j] <= at[i] && at[i] < end[j])
+                s += size[j];
+        for (size_t o = 0; o < nobst; o++)
+            if (at[i] < obst[o].end)
+                s += obst[o].size;
+        if (s > best)
+            best = s;
+    }
+    return best;
+}
+
+/* BERT's logits: A (1) B (1) C (2) allocated in that order, A freed, D (2)
+ * while B and C live.  In allocation order the top is 6; planned, 5 (D
+ * where A was). */
+Test(layout, logits_hole_closed)
+{
+    uint64_t size[] = {954 * U, 954 * U, 1908 * U, 1908 * U};
+    uint64_t at[] = {0, 1, 2, 4};
+    uint64_t end[] = {3, 6, 7, 8};
+    uintptr_t addr[4];
+    uintptr_t top = layout_solve(4, size, at, end, U, NULL, 0, BASE, addr);
+    cr_assert_eq(check_layout(4, size, at, end, addr, NULL, 0), top);
+    cr_assert_eq(top - BASE, live_peak(4, size, at, end, NULL, 0));
+    cr_assert_eq(top - BASE, (954 + 1908 + 1908) * U);
+}
+
+/* Blocks below min_size are left to best fit (address 0). */
+Test(layout, small_blocks_left_out)
+{
+    uint64_t size[] = {U / 2, 4 * U, 0};
+    uint64_t at[] = {0, 1, 2};
+    uint64_t end[] = {5, 5, 5};
+    uintptr_t addr[3] = {1, 1, 1};
+    cr_assert_neq(layout_solve(3, size, at, end, U, NULL, 0, BASE, addr), 0);
+    cr_assert_eq(addr[0], 0);
+    cr_assert_eq(addr[1], BASE);
+    cr_assert_eq(addr[2], 0);
+}
+
+/* Obstacles: a live block to the end is avoided; one freed at 3 leaves its
+ * room to a block made after it. */
+Test(layout, obstacles)
+{
+    layout_obstacle_t obst[] = {{BASE, 2 * U, LAYOUT_END}, {BASE + 2 * U, 4 * U, 3}};
+    uint64_t size[] = {4 * U, 4 * U};
+    uint64_t at[] = {0, 4};
+    uint64_t end[] = {2, 6};
+    uintptr_t addr[2];
+    uintptr_t top = layout_solve(2, size, at, end, U, obst, 2, BASE, addr);
+    check_layout(2, size, at, end, addr, obst, 2);
+    cr_assert_eq(addr[0], BASE + 6 * U, "the first item lives while the obstacle does");
+    cr_assert_eq(addr[1], BASE + 2 * U, "the second takes the freed obstacle's room");
+    cr_assert_eq(top, BASE + 10 * U);
+}
+
+/* Random instances: every layout is valid and its top at least the live
+ * peak; on instances without obstacles, never above the sum of sizes. */
+Test(layout, adversarial_random)
+{
+    srand(14);
+    for (int round = 0; round < 300; round++) {
+        size_t n = 1 + (size_t)(rand() % 40);
+        uint64_t size[40], at[40], end[40];
+        uintptr_t addr[40];
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            /* sizes of a few classes, some equal, some tiny, lifetimes nested or crossing */
+            static const uint64_t cls[] = {1, 2, 3, 7, 64, 65, 1000};
+            size[i] = cls[rand() % 7] * U / (rand() % 4 == 0 ? 2 : 1);
+            at[i] = (uint64_t)(rand() % 50);
+            end[i] = rand() % 8 == 0 ? LAYOUT_END : at[i] + 1 + (uint64_t)(rand() % 30);
+            sum += size[i] >= U ? size[i] : 0;
+        }
+        size_t nobst = (size_t)(rand() % 3);
+        layout_obstacle_t obst[3];
+        uintptr_t oa = BASE;
+        for (size_t o = 0; o < nobst; o++) {
+            oa += (uint64_t)(rand() % 5) * U;
+            obst[o] = (layout_obstacle_t){oa, (uint64_t)(1 + rand() % 3) * U,
+                                          rand() % 2 ? LAYOUT_END : (uint64_t)(rand() % 40)};
+            oa += obst[o].size;
+        }
+        uintptr_t top = layout_solve(n, size, at, end, U, obst, nobst, BASE, addr);
+        cr_assert_neq(top, 0);
+        /* items below U were not planned: give them no room in the check */
+        uint64_t sz[40];
+        for (size_t i = 0; i < n; i++)
+            sz[i] = size[i] >= U ? size[i] : 0;
+        for (size_t i = 0; i < n; i++)
+            if (!sz[i])
+                addr[i] = BASE;
+        cr_assert_leq(check_layout(n, sz, at, end, addr, obst, nobst), top);
+        if (!nobst) {
+            cr_assert_geq(top - BASE, live_peak(n, sz, at, end, NULL, 0));
+            cr_assert_leq(top - BASE, sum);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* bfc_alloc_at                                                             */
+/* ------------------------------------------------------------------------ */
+
+#define CHECK(a)                                                                               \
+    do {                                                                                       \
+        char why_[256] = "";                                                                   \
+        cr_assert_eq(bfc_check((a), why_, sizeof why_), VMEM_OK, "bfc_check: %s", why_);      \
+    } while (0)
+
+Test(layout, alloc_at_carves_and_refuses)
+{
+    backend_t *b;
+    bfc_arena_t a;
+    bfc_params_t p = {.min_region = 2 * U, .max_region = 64 * U, .split_min = 256};
+    cr_assert_eq(backend_sim_create(4ull << 30, 1, &b), VMEM_OK);
+    b->grow_align = 0;
+    cr_assert_eq(bfc_init(&a, b, &p, SIZE_MAX), VMEM_OK);
+    void *x = bfc_alloc(&a, 16 * U, 0);
+    cr_assert_not_null(x);
+    cr_assert_eq(bfc_free(&a, x, 0, NULL), VMEM_OK);
+    uintptr_t base = (uintptr_t)x;
+    /* in the middle of the free chunk: free parts below and above */
+    void *y = bfc_alloc_at(&a, 4 * U, 0, base + 6 * U, 0);
+    cr_assert_eq((uintptr_t)y, base + 6 * U);
+    CHECK(&a);
+    /* a range that is taken: refused, nothing changes */
+    size_t in_use = a.in_use;
+    cr_assert_null(bfc_alloc_at(&a, 4 * U, 0, base + 8 * U, 0));
+    cr_assert_eq(a.in_use, in_use);
+    CHECK(&a);
+    /* next to a live block, found through the hint */
+    void *z = bfc_alloc_at(&a, 2 * U, 0, base + 4 * U, base + 6 * U);
+    cr_assert_eq((uintptr_t)z, base + 4 * U);
+    CHECK(&a);
+    /* beyond the end: the region grows to reach it */
+    size_t held = a.held;
+    void *w = bfc_alloc_at(&a, 4 * U, 0, base + held + 2 * U, 0);
+    cr_assert_eq((uintptr_t)w, base + held + 2 * U);
+    cr_assert_geq(a.held, held + 6 * U);
+    CHECK(&a);
+    cr_assert_eq(bfc_free(&a, y, 0, NULL), VMEM_OK);
+    cr_assert_eq(bfc_free(&a, z, 0, NULL), VMEM_OK);
+    cr_assert_eq(bfc_free(&a, w, 0, NULL), VMEM_OK);
+    CHECK(&a);
+    bfc_fini(&a);
+    backend_destroy(b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Inside an instance (sim-vmm, no limit)                                   */
+/* ------------------------------------------------------------------------ */
+
+static vmem_t *open_simvmm(void)
+{
+    vmem_config_t cfg;
+    vmem_config_init(&cfg);
+    cfg.backend = VMEM_BACKEND_SIM_VMM;
+    cfg.sim_capacity = (size_t)16 << 30;
+    cfg.log_level = VMEM_LOG_NONE;
+    vmem_t *v = NULL;
+    cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+    return v;
+}
+
+/* One step of the logits pattern (sizes in units of 64 MiB): returns the
+ * span of the step's four blocks' addresses (highest end - lowest start). */
+static uint64_t logits_step(vmem_t *v, uint64_t unit)
+{
+    void *small[6];
+    for (int i = 0; i < 3; i++)
+        small[i] = vmem_alloc(v, 4096 + (size_t)i);
+    char *A = vmem_alloc(v, 4 * unit), *B = vmem_alloc(v, 4 * unit);
+    char *C = vmem_alloc(v, 8 * unit);
+    cr_assert(A && B && C);
+    vmem_free(v, A);
+    char *D = vmem_alloc(v, 8 * unit);
+    cr_assert_not_null(D);
+    for (int i = 3; i < 6; i++)
+        small[i] = vmem_alloc(v, 8192 + (size_t)i);
+    char *lo = A, *hi = A + 4 * unit;
+    char *p[] = {B, C, D};
+    uint64_t s[] = {4 * unit, 8 * unit, 8 * unit};
+    for (int i = 0; i < 3; i++) {
+        if (p[i] < lo)
+            lo = p[i];
+        if (p[i] + s[i] > hi)
+            hi = p[i] + s[i];
+    }
+    vmem_free(v, B);
+    vmem_free(v, C);
+    vmem_free(v, D);
+    for (int i = 0; i < 6; i++)
+        vmem_free(v, small[i]);
+    cr_assert_eq(vmem_check(v), VMEM_OK);
+    vmem_step_end(v);
+    return (uint64_t)(hi - lo);
+}
+
+/* Best fit leaves A's hole below C and puts D above (a span of 24 units);
+ * the plan puts D where A was (20 units, the live peak of the four). */
+Test(layout, instance_closes_the_hole)
+{
+    const uint64_t unit = 64 * U;
+    vmem_t *v = open_simvmm();
+    void *w = vmem_alloc(v, 100 * U); /* weights: live throughout */
+    uint64_t span = 0;
+    for (int step = 0; step < 6; step++)
+        span = logits_step(v, unit);
+    cr_assert_eq(span, 20 * unit, "span %llu MiB, expected %llu",
+                 (unsigned long long)(span / U), (unsigned long long)(20 * unit / U));
+    cr_assert_geq(v->layout.stats.plans, 1);
+    cr_assert_geq(v->layout.stats.reused_steps, 1, "the plan is kept and reused");
+    cr_assert_leq(v->layout.stats.plans, 2, "planned once (per live set), not per step");
+    vmem_free(v, w);
+    vmem_destroy(v);
+}
+
+/* Steps that differ from the plan: the plan is dropped where the step
+ * leaves it, nothing breaks, and the new sequence is learned. */
+Test(layout, steps_that_differ)
+{
+    const uint64_t unit = 64 * U;
+    vmem_t *v = open_simvmm();
+    for (int step = 0; step < 3; step++)
+        logits_step(v, unit);
+    /* a different step: other sizes, the same first allocations */
+    for (int step = 0; step < 2; step++) {
+        void *s0 = vmem_alloc(v, 4096), *s1 = vmem_alloc(v, 4097), *s2 = vmem_alloc(v, 4098);
+        void *x = vmem_alloc(v, 3 * unit), *y = vmem_alloc(v, 5 * unit);
+        cr_assert(s0 && s1 && s2 && x && y);
+        vmem_free(v, x);
+        void *z = vmem_alloc(v, 6 * unit);
+        cr_assert_not_null(z);
+        vmem_free(v, y);
+        vmem_free(v, z);
+        vmem_free(v, s0);
+        vmem_free(v, s1);
+        vmem_free(v, s2);
+        cr_assert_eq(vmem_check(v), VMEM_OK);
+        vmem_step_end(v);
+    }
+    cr_assert_geq(v->layout.stats.diverged_steps, 1, "the changed step left its plan");
+    uint64_t span = 0;
+    for (int step = 0; step < 4; step++)
+        span = logits_step(v, unit);
+    cr_assert_eq(span, 20 * unit, "the first sequence is learned again");
+    vmem_destroy(v);
+}
+
+/* With a limit set, the layout stops: best fit only, no plans kept. */
+Test(layout, off_under_a_limit)
+{
+    const uint64_t unit = 64 * U;
+    vmem_t *v = open_simvmm();
+    for (int step = 0; step < 3; step++)
+        logits_step(v, unit);
+    cr_assert_eq(vmem_set_limit(v, (size_t)8 << 30, NULL), VMEM_OK);
+    uint64_t placed = v->layout.stats.placed, plans = v->layout.stats.plans;
+    uint64_t span = 0;
+    for (int step = 0; step < 3; step++)
+        span = logits_step(v, unit);
+    cr_assert_eq(v->layout.stats.placed, placed);
+    cr_assert_eq(v->layout.stats.plans, plans);
+    cr_assert_eq(span, 24 * unit, "best fit's layout");
+    vmem_destroy(v);
+}
