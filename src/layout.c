@@ -90,10 +90,12 @@ static int by_order(const void *x, const void *y)
 
 /* One layout: items in `order`, each in the lowest gap (best == 0) or the
  * smallest gap (best == 1) that holds it over its lifetime.  Returns the
- * top, 0 if out of memory. */
+ * top, 0 if out of memory.  The top only grows as items are placed: once
+ * it reaches bound (the best top of the layouts tried before, 0: none),
+ * this layout cannot win and is abandoned (returns that top). */
 static uintptr_t solve_one(const size_t *order, size_t m, const uint64_t *size, const uint64_t *at,
                            const uint64_t *end, const layout_obstacle_t *obst, size_t nobst,
-                           uintptr_t base, int best, uintptr_t *addr, placed_t *pl)
+                           uintptr_t base, int best, uintptr_t bound, uintptr_t *addr, placed_t *pl)
 {
     uintptr_t top = base;
     for (size_t o = 0; o < nobst; o++)
@@ -150,6 +152,8 @@ static uintptr_t solve_one(const size_t *order, size_t m, const uint64_t *size, 
         addr[i] = found;
         if (found + s > top)
             top = found + s;
+        if (bound && top >= bound)
+            return top;
         size_t lo = 0, hi = np;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
@@ -191,7 +195,7 @@ uintptr_t layout_solve(size_t n, const uint64_t *size, const uint64_t *at, const
         sort_rule = r;
         qsort(order, m, sizeof *order, by_order);
         for (int best = 0; best < 2; best++) {
-            uintptr_t t = solve_one(order, m, size, at, end, obst, nobst, base, best, tmp, pl);
+            uintptr_t t = solve_one(order, m, size, at, end, obst, nobst, base, best, top, tmp, pl);
             if (!top || t < top) {
                 top = t;
                 for (size_t k = 0; k < m; k++)
@@ -408,18 +412,24 @@ static layout_plan_t *plan_make(layout_t *lo, const place_t *pl, const bfc_arena
                      : 0;
         p->v[j] = (layout_slot_t){it->req, it->stream, ad, 0};
     }
-    /* Hints: a planned block live when j is made, ending at j's address or
-     * starting at its end (the arena finds the free chunk next to it). */
+    /* Hints: the planned block live when j is made that lies nearest to j's
+     * range (ending at its address or starting at its end, at best): the
+     * arena walks from it to the free chunk holding the range. */
     for (size_t j = mk; j < n; j++) {
         if (!p->v[j].addr)
             continue;
         uintptr_t lo_a = p->v[j].addr, hi_a = lo_a + size[j];
-        for (size_t k = 0; k < n && !p->v[j].hint; k++) {
+        uint64_t gap = UINT64_MAX;
+        for (size_t k = 0; k < n && gap; k++) {
             if (k == j || !p->v[k].addr || at[k] > at[j] || end[k] <= at[j])
                 continue;
             uint64_t sk = k < mk ? C->items[k].size : size[k];
-            if (p->v[k].addr + sk == lo_a || p->v[k].addr == hi_a)
-                p->v[j].hint = p->v[k].addr;
+            uintptr_t ka = p->v[k].addr;
+            uint64_t d = ka + sk <= lo_a ? lo_a - (ka + sk) : ka >= hi_a ? ka - hi_a : UINT64_MAX;
+            if (d < gap) {
+                gap = d;
+                p->v[j].hint = ka;
+            }
         }
     }
     p->n = n;
