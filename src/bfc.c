@@ -1163,7 +1163,7 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
     return c;
 }
 
-#define BFC_HINT_WALK 64u /* chunks walked from bfc_alloc_at's hint before scanning */
+#define BFC_HINT_WALK 16u /* chunks walked from bfc_alloc_at's hint before scanning */
 
 /* c, if it is a free chunk usable on stream that holds [addr, addr + rs). */
 static bfc_chunk_t *chunk_holds(bfc_chunk_t *c, uintptr_t addr, size_t rs, uintptr_t stream)
