@@ -1060,13 +1060,14 @@ static int arena_grow(bfc_arena_t *a, size_t need)
 /* Hands out free chunk c (in its bin, >= rs bytes) for a request of size
  * (rs rounded), splitting off the rest.  Returns 0 (c unchanged,
  * last_fail set) if the live map cannot grow. */
-static int chunk_take(bfc_arena_t *a, bfc_chunk_t *c, size_t rs, size_t size)
+static int chunk_take_from(bfc_arena_t *a, bfc_chunk_t *c, size_t rs, size_t size, int binned)
 {
     if (map_put(&a->live, c->addr, c) != 0) {
         a->last_fail = BFC_FAIL_BACKEND;
         return 0;
     }
-    bin_remove(a, c);
+    if (binned)
+        bin_remove(a, c);
     if (c->size - rs >= a->params.split_min) {
         bfc_chunk_t *rest = chunk_new(a);
         if (rest) {
@@ -1097,6 +1098,13 @@ static int chunk_take(bfc_arena_t *a, bfc_chunk_t *c, size_t rs, size_t size)
         a->peak_in_use = a->in_use;
     a->last_fail = BFC_FAIL_NONE;
     return 1;
+}
+
+/* Takes rs bytes at the start of free chunk c (in its bin), splitting off
+ * the rest; 0 (c unchanged) if the live map cannot grow. */
+static int chunk_take(bfc_arena_t *a, bfc_chunk_t *c, size_t rs, size_t size)
+{
+    return chunk_take_from(a, c, rs, size, 1);
 }
 
 void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
@@ -1155,10 +1163,30 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
     return c;
 }
 
-/* The free chunk usable on stream that holds [addr, addr + rs), or NULL. */
+#define BFC_HINT_WALK 16u /* chunks walked from bfc_alloc_at's hint before scanning */
+
+/* c, if it is a free chunk usable on stream that holds [addr, addr + rs). */
+static bfc_chunk_t *chunk_holds(bfc_chunk_t *c, uintptr_t addr, size_t rs, uintptr_t stream)
+{
+    return c && !c->in_use && c->addr <= addr && addr + rs <= c->addr + c->size &&
+                   stream_ok(c->stream, stream) && !c->region->dedicated
+               ? c
+               : NULL;
+}
+
+/* The free chunk usable on stream that holds [addr, addr + rs), or NULL.
+ * Chunks are disjoint, so at most one free chunk holds the range: the live
+ * map answers the common cases in O(1) (a block live at addr: none holds
+ * it; a block live at addr + rs: the chunk before it, if any does); the
+ * bins are scanned only when neither probe decides. */
 static bfc_chunk_t *free_chunk_holding(const bfc_arena_t *a, uintptr_t addr, size_t rs,
                                        uintptr_t stream)
 {
+    if (map_get(&a->live, addr))
+        return NULL;
+    bfc_chunk_t *n = map_get(&a->live, addr + rs);
+    if (n && n->prev && n->prev->addr + n->prev->size == n->addr)
+        return chunk_holds(n->prev, addr, rs, stream);
     for (unsigned b = bin_next(a, bfc_bin_index(rs)); b < BFC_NBINS; b = bin_next(a, b + 1))
         for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext)
             if (c->addr <= addr && addr + rs <= c->addr + c->size && stream_ok(c->stream, stream) &&
@@ -1175,13 +1203,23 @@ void *bfc_alloc_at(bfc_arena_t *a, size_t size, uintptr_t stream, uintptr_t addr
         return NULL;
     }
     bfc_chunk_t *c = NULL, *h = hint ? map_get(&a->live, hint) : NULL;
-    if (h) { /* a live neighbour: the free chunk next to it, if it holds the range */
-        c = h->addr + h->size <= addr ? h->next : h->addr >= addr + rs ? h->prev : NULL;
-        if (c && (c->in_use || c->addr > addr || addr + rs > c->addr + c->size ||
-                  !stream_ok(c->stream, stream) || c->region->dedicated))
-            c = NULL;
+    int found = 0;
+    if (h) { /* a live block near the range: walk its region's chunks to the one
+                holding addr (the only one that can hold the range) */
+        c = h;
+        for (unsigned k = 0; c && k < BFC_HINT_WALK; k++) {
+            if (c->addr + c->size <= addr)
+                c = c->next;
+            else if (c->addr > addr)
+                c = c->prev;
+            else {
+                found = 1; /* c holds addr */
+                break;
+            }
+        }
+        c = found ? chunk_holds(c, addr, rs, stream) : NULL;
     }
-    if (!c)
+    if (!found)
         c = free_chunk_holding(a, addr, rs, stream);
     if (!c && (a->backend->flags & BACKEND_F_CONTIGUOUS) && a->regions) {
         /* Beyond the end: grow the last region up to addr + rs, if nothing
@@ -1222,11 +1260,12 @@ void *bfc_alloc_at(bfc_arena_t *a, size_t size, uintptr_t stream, uintptr_t addr
         c->addr = addr;
         c->size -= low->size;
         bin_insert(a, low);
-        bin_insert(a, c);
+    } else {
+        bin_remove(a, c);
     }
-    if (!chunk_take(a, c, rs, size)) {
-        bin_remove(a, c); /* undo the split */
-        bin_insert(a, chunk_coalesce(a, c));
+    /* c is out of the bins (chunk_take would put it in and take it out) */
+    if (!chunk_take_from(a, c, rs, size, 0)) {
+        bin_insert(a, chunk_coalesce(a, c)); /* undo the split */
         return NULL;
     }
     return (void *)c->addr;

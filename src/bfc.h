@@ -210,8 +210,10 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream);
  * last live block and addr, is reached by growing.  NULL (a->last_fail set,
  * the arena unchanged but for such a growth) if the range is not free: the
  * caller then allocates as usual (the block layout planner, layout.h).
- * hint (0: none): the address of a live block that may touch the range
- * (ending at addr or starting at its end), looked up first. */
+ * hint (0: none): the address of a live block near the range (best: one
+ * ending at addr or starting at its end): the arena walks from it to the
+ * chunk holding addr (a few chunks at most) before it scans its free bins;
+ * the result does not depend on it. */
 void *bfc_alloc_at(bfc_arena_t *a, size_t size, uintptr_t stream, uintptr_t addr, uintptr_t hint);
 
 /* Frees the live block starting at p.  VMEM_ERR_FOREIGN_PTR if p is not the

@@ -60,9 +60,13 @@ void layout_fini(layout_t *lo)
 /* The solver                                                               */
 /* ------------------------------------------------------------------------ */
 
+/* The blocks in the way of a layout, sorted by address (obstacles, live
+ * over [0, end), and the items placed so far), as arrays: the gap search
+ * reads every entry and skips most (those not live with the item). */
 typedef struct placed {
-    uintptr_t addr;
-    uint64_t size, at, end;
+    uintptr_t *lo, *hi;  /* [lo, hi) */
+    uint64_t *at, *end;  /* live over [at, end) */
+    size_t n;
 } placed_t;
 
 static const uint64_t *sort_size, *sort_at, *sort_end;
@@ -90,76 +94,94 @@ static int by_order(const void *x, const void *y)
 
 /* One layout: items in `order`, each in the lowest gap (best == 0) or the
  * smallest gap (best == 1) that holds it over its lifetime.  Returns the
- * top, 0 if out of memory. */
+ * top, 0 if out of memory.  The top only grows as items are placed: once
+ * it reaches bound (the best top of the layouts tried before, 0: none),
+ * this layout cannot win and is abandoned (returns that top).  pl: room
+ * for nobst + m entries. */
 static uintptr_t solve_one(const size_t *order, size_t m, const uint64_t *size, const uint64_t *at,
                            const uint64_t *end, const layout_obstacle_t *obst, size_t nobst,
-                           uintptr_t base, int best, uintptr_t *addr, placed_t *pl)
+                           uintptr_t base, int best, uintptr_t bound, uintptr_t *addr, placed_t *pl)
 {
     uintptr_t top = base;
-    for (size_t o = 0; o < nobst; o++)
-        if (obst[o].addr + obst[o].size > top)
-            top = obst[o].addr + obst[o].size;
-    size_t np = 0; /* placed, sorted by address */
+    /* Obstacles first, as entries live from 0; an obstacle and an item at
+     * the same address may come in either order (the search's outcome does
+     * not depend on the order of entries starting at one address). */
+    for (size_t o = 0; o < nobst; o++) {
+        pl->lo[o] = obst[o].addr;
+        pl->hi[o] = obst[o].addr + obst[o].size;
+        pl->at[o] = 0;
+        pl->end[o] = obst[o].end;
+        if (pl->hi[o] > top)
+            top = pl->hi[o];
+    }
+    size_t np = nobst;
+    uintptr_t *plo = pl->lo, *phi = pl->hi;
+    uint64_t *pat = pl->at, *pend = pl->end;
     for (size_t k = 0; k < m; k++) {
         size_t i = order[k];
         uint64_t s = size[i], a0 = at[i], e0 = end[i];
         uintptr_t pos = base, found = 0;
         uint64_t found_gap = UINT64_MAX;
         int have = 0;
-        size_t io = 0, ip = 0;
-        /* The intervals live during [a0, e0), in address order: the gaps
-         * between them that hold s. */
-        for (;;) {
-            uintptr_t lo;
-            uint64_t len;
-            int live;
-            if (io < nobst && (ip >= np || obst[io].addr <= pl[ip].addr)) {
-                lo = obst[io].addr;
-                len = obst[io].size;
-                live = a0 < obst[io].end;
-                io++;
-            } else if (ip < np) {
-                lo = pl[ip].addr;
-                len = pl[ip].size;
-                live = a0 < pl[ip].end && pl[ip].at < e0;
-                ip++;
-            } else {
-                break;
-            }
-            if (!live)
-                continue;
-            if (lo >= pos + s) {
-                if (!best) {
-                    found = pos;
-                    have = 1;
-                    break;
-                }
-                if (lo - pos < found_gap) {
-                    found_gap = lo - pos;
-                    found = pos;
-                    have = 1;
-                    if (found_gap == s)
+        /* The entries live during [a0, e0) (obstacles: a0 < end; e0 > a0
+         * >= 0 = their at), in address order: the gaps between them that
+         * hold s. */
+        int done = 0;
+        for (size_t b = 0; b < np && !done; b += 64) {
+            /* which of the next 64 entries are live then (no branch each) */
+            size_t nb = np - b < 64 ? np - b : 64;
+            uint64_t live = 0;
+            for (size_t j = 0; j < nb; j++)
+                live |= (uint64_t)((a0 < pend[b + j]) & (pat[b + j] < e0)) << j;
+            while (live) {
+                size_t ip = b + (size_t)__builtin_ctzll(live);
+                live &= live - 1;
+                uintptr_t lo = plo[ip];
+                if (lo >= pos + s) {
+                    if (!best) {
+                        found = pos;
+                        have = 1;
+                        done = 1;
                         break;
+                    }
+                    if (lo - pos < found_gap) {
+                        found_gap = lo - pos;
+                        found = pos;
+                        have = 1;
+                        if (found_gap == s) {
+                            done = 1;
+                            break;
+                        }
+                    }
                 }
+                if (phi[ip] > pos)
+                    pos = phi[ip];
             }
-            if (lo + len > pos)
-                pos = lo + len;
         }
         if (!have)
             found = pos; /* above everything live then */
         addr[i] = found;
         if (found + s > top)
             top = found + s;
+        if (bound && top >= bound)
+            return top;
         size_t lo = 0, hi = np;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
-            if (pl[mid].addr < found)
+            if (plo[mid] < found)
                 lo = mid + 1;
             else
                 hi = mid;
         }
-        memmove(&pl[lo + 1], &pl[lo], (np - lo) * sizeof *pl);
-        pl[lo] = (placed_t){found, s, a0, e0};
+        size_t mv = (np - lo) * sizeof *plo;
+        memmove(&plo[lo + 1], &plo[lo], mv);
+        memmove(&phi[lo + 1], &phi[lo], mv);
+        memmove(&pat[lo + 1], &pat[lo], mv);
+        memmove(&pend[lo + 1], &pend[lo], mv);
+        plo[lo] = found;
+        phi[lo] = found + s;
+        pat[lo] = a0;
+        pend[lo] = e0;
         np++;
     }
     return top;
@@ -171,10 +193,12 @@ uintptr_t layout_solve(size_t n, const uint64_t *size, const uint64_t *at, const
 {
     size_t m = 0;
     size_t *order = malloc((n ? n : 1) * sizeof *order);
-    placed_t *pl = malloc((n ? n : 1) * sizeof *pl);
+    size_t cap = n + nobst + 1;
+    placed_t pl = {malloc(cap * sizeof *pl.lo), malloc(cap * sizeof *pl.hi),
+                   malloc(cap * sizeof *pl.at), malloc(cap * sizeof *pl.end), 0};
     uintptr_t *tmp = malloc((n ? n : 1) * sizeof *tmp);
     uintptr_t top = 0;
-    if (!order || !pl || !tmp)
+    if (!order || !pl.lo || !pl.hi || !pl.at || !pl.end || !tmp)
         goto out;
     for (size_t i = 0; i < n; i++) {
         addr[i] = 0;
@@ -191,7 +215,7 @@ uintptr_t layout_solve(size_t n, const uint64_t *size, const uint64_t *at, const
         sort_rule = r;
         qsort(order, m, sizeof *order, by_order);
         for (int best = 0; best < 2; best++) {
-            uintptr_t t = solve_one(order, m, size, at, end, obst, nobst, base, best, tmp, pl);
+            uintptr_t t = solve_one(order, m, size, at, end, obst, nobst, base, best, top, tmp, &pl);
             if (!top || t < top) {
                 top = t;
                 for (size_t k = 0; k < m; k++)
@@ -201,7 +225,10 @@ uintptr_t layout_solve(size_t n, const uint64_t *size, const uint64_t *at, const
     }
 out:
     free(order);
-    free(pl);
+    free(pl.lo);
+    free(pl.hi);
+    free(pl.at);
+    free(pl.end);
     free(tmp);
     return top;
 }
@@ -300,6 +327,86 @@ static layout_obstacle_t *obstacles(const layout_t *lo, const bfc_arena_t *a, co
     }
     *n = k;
     return o;
+}
+
+typedef struct hkey {
+    uint64_t key;
+    size_t idx;
+} hkey_t;
+
+static int hkey_cmp(const void *x, const void *y)
+{
+    const hkey_t *a = x, *b = y;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    return a->idx < b->idx ? -1 : (a->idx > b->idx);
+}
+
+/* Sets the hint of plan p's slots mk .. n - 1 (layout_slot_t.hint); slots
+ * below mk were made already (their sizes are C's).  Leaves the hints 0 if
+ * out of memory. */
+static void hint_sweep(layout_plan_t *p, size_t mk, size_t n, const uint64_t *size,
+                       const uint64_t *at, const uint64_t *end, const place_record_t *C)
+{
+    hkey_t *starts = malloc((n ? n : 1) * sizeof *starts), *ends = malloc((n ? n : 1) * sizeof *ends);
+    size_t *live = malloc((n ? n : 1) * sizeof *live); /* by address */
+    uint64_t *sz = malloc((n ? n : 1) * sizeof *sz);
+    size_t np = 0, nl = 0, e = 0;
+    if (!starts || !ends || !live || !sz)
+        goto out;
+    for (size_t k = 0; k < n; k++) {
+        sz[k] = k < mk ? C->items[k].size : size[k];
+        if (!p->v[k].addr)
+            continue;
+        starts[np] = (hkey_t){at[k], k};
+        ends[np++] = (hkey_t){end[k], k};
+    }
+    qsort(starts, np, sizeof *starts, hkey_cmp);
+    qsort(ends, np, sizeof *ends, hkey_cmp);
+    for (size_t q = 0; q < np; q++) {
+        size_t j = starts[q].idx;
+        for (; e < np && ends[e].key <= at[j]; e++) { /* freed by now */
+            size_t k = ends[e].idx;
+            for (size_t x = 0; x < nl; x++) {
+                if (live[x] == k) {
+                    memmove(&live[x], &live[x + 1], (nl - x - 1) * sizeof *live);
+                    nl--;
+                    break;
+                }
+            }
+        }
+        uintptr_t lo_a = p->v[j].addr, hi_a = lo_a + sz[j];
+        size_t l = 0, h = nl;
+        while (l < h) {
+            size_t mid = (l + h) / 2;
+            if (p->v[live[mid]].addr < lo_a)
+                l = mid + 1;
+            else
+                h = mid;
+        }
+        if (j >= mk && nl) {
+            uint64_t gb = UINT64_MAX, ga = UINT64_MAX;
+            size_t kb = l ? live[l - 1] : 0, ka = l < nl ? live[l] : 0;
+            if (l && p->v[kb].addr + sz[kb] <= lo_a)
+                gb = lo_a - (p->v[kb].addr + sz[kb]);
+            if (l < nl && p->v[ka].addr >= hi_a)
+                ga = p->v[ka].addr - hi_a;
+            if (gb != UINT64_MAX || ga != UINT64_MAX)
+                p->v[j].hint = gb <= ga ? p->v[kb].addr : p->v[ka].addr;
+            else
+                p->v[j].hint = p->v[l ? kb : ka].addr; /* in the way: the walk refuses */
+        }
+        if (end[j] > at[j]) {
+            memmove(&live[l + 1], &live[l], (nl - l) * sizeof *live);
+            live[l] = j;
+            nl++;
+        }
+    }
+out:
+    free(starts);
+    free(ends);
+    free(live);
+    free(sz);
 }
 
 /* Plans this step as a repetition of the last one (R) from item off; the
@@ -408,20 +515,12 @@ static layout_plan_t *plan_make(layout_t *lo, const place_t *pl, const bfc_arena
                      : 0;
         p->v[j] = (layout_slot_t){it->req, it->stream, ad, 0};
     }
-    /* Hints: a planned block live when j is made, ending at j's address or
-     * starting at its end (the arena finds the free chunk next to it). */
-    for (size_t j = mk; j < n; j++) {
-        if (!p->v[j].addr)
-            continue;
-        uintptr_t lo_a = p->v[j].addr, hi_a = lo_a + size[j];
-        for (size_t k = 0; k < n && !p->v[j].hint; k++) {
-            if (k == j || !p->v[k].addr || at[k] > at[j] || end[k] <= at[j])
-                continue;
-            uint64_t sk = k < mk ? C->items[k].size : size[k];
-            if (p->v[k].addr + sk == lo_a || p->v[k].addr == hi_a)
-                p->v[j].hint = p->v[k].addr;
-        }
-    }
+    /* Hints: a planned block live when j is made, next to j's range by
+     * address (the nearest below or above; best: ending at its address or
+     * starting at its end): the arena walks from it to the free chunk that
+     * holds the range.  A sweep over the step with the live planned blocks
+     * sorted by address; a hint only saves the arena a search. */
+    hint_sweep(p, mk, n, size, at, end, C);
     p->n = n;
     p->sig = lo->step_sig;
     p->stamp = lo->clock;

@@ -52,8 +52,8 @@ typedef struct layout_slot {
     uint64_t req;
     uintptr_t stream;
     uintptr_t addr;
-    uintptr_t hint;      /* a block of the plan live then, touching addr: where
-                            the arena looks for the free chunk first (0: none) */
+    uintptr_t hint;      /* the block of the plan live then nearest to addr:
+                            where the arena walks from to the free chunk (0: none) */
 } layout_slot_t;
 
 typedef struct layout_plan {

@@ -186,6 +186,23 @@ Test(layout, alloc_at_carves_and_refuses)
     void *z = bfc_alloc_at(&a, 2 * U, 0, base + 4 * U, base + 6 * U);
     cr_assert_eq((uintptr_t)z, base + 4 * U);
     CHECK(&a);
+    /* a hint away from the range: walked from, past y, to the free chunk */
+    void *f = bfc_alloc_at(&a, U, 0, base + 13 * U, base + 4 * U);
+    cr_assert_eq((uintptr_t)f, base + 13 * U);
+    CHECK(&a);
+    /* walked from a hint into a live block: refused, nothing changes */
+    in_use = a.in_use;
+    cr_assert_null(bfc_alloc_at(&a, U, 0, base + 7 * U, base + 4 * U));
+    cr_assert_null(bfc_alloc_at(&a, U, 0, base + 9 * U, base + 13 * U));
+    cr_assert_eq(a.in_use, in_use);
+    CHECK(&a);
+    /* a hint that is no live block: found all the same */
+    void *g = bfc_alloc_at(&a, U, 0, base + 11 * U, base + U);
+    cr_assert_eq((uintptr_t)g, base + 11 * U);
+    CHECK(&a);
+    cr_assert_eq(bfc_free(&a, f, 0, NULL), VMEM_OK);
+    cr_assert_eq(bfc_free(&a, g, 0, NULL), VMEM_OK);
+    CHECK(&a);
     /* beyond the end: the region grows to reach it */
     size_t held = a.held;
     void *w = bfc_alloc_at(&a, 4 * U, 0, base + held + 2 * U, 0);
