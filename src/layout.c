@@ -278,6 +278,24 @@ static layout_plan_t *plan_slot(layout_t *lo)
     return best;
 }
 
+/* Appends obstacle x to *o (k entries, *cap room), doubling it when full.
+ * 0 if out of memory (*o is then freed and NULL). */
+static int obstacle_push(layout_obstacle_t **o, size_t *cap, size_t *k, layout_obstacle_t x)
+{
+    if (*k == *cap) {
+        layout_obstacle_t *no = realloc(*o, 2 * *cap * sizeof *no);
+        if (!no) {
+            free(*o);
+            *o = NULL;
+            return 0;
+        }
+        *o = no;
+        *cap *= 2;
+    }
+    (*o)[(*k)++] = x;
+    return 1;
+}
+
 /* Obstacles: every live block of the arena, and free chunks too small to
  * hold a planned block, merged where they touch and live to the end;
  * blocks with a known (or guessed) free live until it.  NULL if out of
@@ -299,31 +317,15 @@ static layout_obstacle_t *obstacles(const layout_t *lo, const bfc_arena_t *a, co
                 o[k - 1].size += c->size;
                 continue;
             }
-            if (k == cap) {
-                layout_obstacle_t *no = realloc(o, 2 * cap * sizeof *no);
-                if (!no) {
-                    free(o);
-                    return NULL;
-                }
-                o = no;
-                cap *= 2;
-            }
-            o[k++] = (layout_obstacle_t){c->addr, c->size, end};
+            if (!obstacle_push(&o, &cap, &k, (layout_obstacle_t){c->addr, c->size, end}))
+                return NULL;
         }
         /* a gap between regions is no room for the plan */
-        if (r->next && r->next->base > r->base + r->size) {
-            if (k == cap) {
-                layout_obstacle_t *no = realloc(o, 2 * cap * sizeof *no);
-                if (!no) {
-                    free(o);
-                    return NULL;
-                }
-                o = no;
-                cap *= 2;
-            }
-            o[k++] = (layout_obstacle_t){r->base + r->size, r->next->base - (r->base + r->size),
-                                         LAYOUT_END};
-        }
+        if (r->next && r->next->base > r->base + r->size &&
+            !obstacle_push(&o, &cap, &k,
+                           (layout_obstacle_t){r->base + r->size,
+                                               r->next->base - (r->base + r->size), LAYOUT_END}))
+            return NULL;
     }
     *n = k;
     return o;
