@@ -51,7 +51,7 @@ void layout_fini(layout_t *lo)
 {
     for (int i = 0; i < LAYOUT_PLANS; i++)
         free(lo->plans[i].v);
-    free(lo->cand);
+    free(lo->cand.v);
     free(lo->carry);
     memset(lo, 0, sizeof *lo);
 }
@@ -546,33 +546,13 @@ uintptr_t layout_match(layout_t *lo, uint64_t req, uintptr_t stream, const place
                        const bfc_arena_t *a)
 {
     const place_record_t *R = &pl->rec[!pl->cur];
-    size_t k = lo->mk, keep = 0;
+    size_t k = lo->mk;
     if (R->overflow || R->n == 0) {
         lo->state = LAYOUT_OFF;
         return 0;
     }
-    if (k == 0) {
-        for (size_t i = 0; i < R->n; i++) {
-            if (R->items[i].req != req || R->items[i].stream != stream)
-                continue;
-            if (keep == lo->cand_cap) {
-                size_t cap = lo->cand_cap ? 2 * lo->cand_cap : 64;
-                size_t *nv = realloc(lo->cand, cap * sizeof *nv);
-                if (!nv)
-                    break;
-                lo->cand = nv;
-                lo->cand_cap = cap;
-            }
-            lo->cand[keep++] = i;
-        }
-    } else {
-        for (size_t c = 0; c < lo->ncand; c++) {
-            size_t i = lo->cand[c] + k;
-            if (i < R->n && R->items[i].req == req && R->items[i].stream == stream)
-                lo->cand[keep++] = lo->cand[c];
-        }
-    }
-    lo->ncand = keep;
+    place_cands_filter(&lo->cand, R, 0, k, req, stream);
+    size_t keep = lo->cand.n;
     if (!keep) {
         lo->state = LAYOUT_OFF; /* the step does not repeat the last one: no plan */
         return 0;
@@ -582,7 +562,7 @@ uintptr_t layout_match(layout_t *lo, uint64_t req, uintptr_t stream, const place
         return 0;
     }
     /* The earliest candidate: the whole last step, or its first repetition. */
-    layout_plan_t *p = plan_make(lo, pl, a, lo->cand[0], k);
+    layout_plan_t *p = plan_make(lo, pl, a, lo->cand.v[0], k);
     if (!p) {
         lo->state = LAYOUT_OFF;
         return 0;
@@ -624,7 +604,7 @@ void layout_step_end(layout_t *lo, const place_t *pl, int active)
     lo->plan = NULL;
     lo->diverged = 0;
     lo->mk = 0;
-    lo->ncand = 0;
+    lo->cand.n = 0;
     /* The blocks the last step carried into this one, and where this step
      * freed them: the guess for the blocks this step carries into the next. */
     const place_record_t *prev = &pl->rec[!pl->cur];

@@ -98,8 +98,8 @@ typedef struct layout {
     unsigned wait, backoff;  /* steps left before matching again; its next value */
     unsigned unreused;       /* plans made since a step last started on a kept one */
     /* matching */
-    size_t *cand;
-    size_t ncand, cand_cap, mk;
+    place_cands_t cand;
+    size_t mk;
     /* carried blocks' frees learned at the last step end */
     layout_carry_t *carry;
     size_t ncarry, carry_cap;

@@ -583,7 +583,7 @@ void place_fini(place_t *pl)
     record_free(&pl->rec[1]);
     free(pl->plan);
     free(pl->wrap);
-    free(pl->cand_v);
+    free(pl->cand.v);
     free(pl->moves);
     free(pl->cur_of);
     memset(pl, 0, sizeof *pl);
@@ -740,35 +740,32 @@ static int plan_moves(place_t *pl, const place_problem_t *p, const uint8_t *host
     return 0;
 }
 
-/* Candidates for where the current allocation lies in the last step:
- * k == 0 starts them (items from `from` on that match), k > 0 keeps those
- * whose item c + k matches as well. */
-static void match_filter(place_t *pl, size_t from, size_t k, uint64_t req, uintptr_t stream)
+void place_cands_filter(place_cands_t *c, const place_record_t *last, size_t from, size_t k,
+                        uint64_t req, uintptr_t stream)
 {
-    const place_record_t *last = &pl->rec[!pl->cur];
     size_t keep = 0;
     if (k == 0) {
         for (size_t i = from; i < last->n; i++) {
             if (!item_matches(&last->items[i], req, stream))
                 continue;
-            if (keep == pl->cand_cap) {
-                size_t cap = pl->cand_cap ? 2 * pl->cand_cap : 64;
-                size_t *nv = realloc(pl->cand_v, cap * sizeof *nv);
+            if (keep == c->cap) {
+                size_t cap = c->cap ? 2 * c->cap : 64;
+                size_t *nv = realloc(c->v, cap * sizeof *nv);
                 if (!nv)
                     break;
-                pl->cand_v = nv;
-                pl->cand_cap = cap;
+                c->v = nv;
+                c->cap = cap;
             }
-            pl->cand_v[keep++] = i;
+            c->v[keep++] = i;
         }
     } else {
-        for (size_t c = 0; c < pl->ncand; c++) {
-            size_t i = pl->cand_v[c] + k;
+        for (size_t j = 0; j < c->n; j++) {
+            size_t i = c->v[j] + k;
             if (i < last->n && item_matches(&last->items[i], req, stream))
-                pl->cand_v[keep++] = pl->cand_v[c];
+                c->v[keep++] = c->v[j];
         }
     }
-    pl->ncand = keep;
+    c->n = keep;
 }
 
 /* Matching (at the step's start, or again after the step left the last
@@ -782,11 +779,11 @@ static void match_filter(place_t *pl, size_t from, size_t k, uint64_t req, uintp
  * while several are left, -1 when none is. */
 static int match_step(place_t *pl, size_t from, uint64_t req, uintptr_t stream, size_t *at)
 {
-    match_filter(pl, from, pl->mk, req, stream);
-    if (pl->ncand == 0)
+    place_cands_filter(&pl->cand, &pl->rec[!pl->cur], from, pl->mk, req, stream);
+    if (pl->cand.n == 0)
         return -1;
-    *at = pl->cand_v[0] + pl->mk;
-    if (pl->ncand > 1 && pl->mk + 1 < PLACE_MATCH_MAX) {
+    *at = pl->cand.v[0] + pl->mk;
+    if (pl->cand.n > 1 && pl->mk + 1 < PLACE_MATCH_MAX) {
         pl->mk++;
         return 0;
     }
@@ -1048,7 +1045,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
         pl->wrap[k] = PLACE_OPEN;
     uint64_t m = env->limit / 64;
     pl->margin = m > 4 * MiB ? m : 4 * MiB;
-    pl->ncand = 0;
+    pl->cand.n = 0;
     pl->mk = 0;
     pl->pos = 0;
     pl->resyncs = 0;

@@ -79,6 +79,20 @@ typedef struct place_record {
     uint64_t peak_total;     /* most bytes live (device + host) in the step */
 } place_record_t;
 
+/* Where the allocation being matched may lie in a recorded step: the
+ * offsets of the items that the step's allocations so far repeated (also
+ * used by the block layout, layout.c). */
+typedef struct place_cands {
+    size_t *v;
+    size_t n, cap;
+} place_cands_t;
+
+/* Narrows c for the k-th allocation (req, stream) matched against `last`:
+ * k == 0 starts it (every item from `from` on that matches; fewer if out of
+ * memory), k > 0 keeps the offsets whose item offset + k matches as well. */
+void place_cands_filter(place_cands_t *c, const place_record_t *last, size_t from, size_t k,
+                        uint64_t req, uintptr_t stream);
+
 /* One planning problem over a cycle of `len` event positions (exposed for
  * the tests).  Item i occupies [at[i], end[i]) where at[i] < len and
  * at[i] < end[i]; an end beyond len wraps into the next cycle (the same
@@ -184,8 +198,7 @@ struct place {
     size_t pos;               /* the last step's item the next allocation should repeat */
     size_t mk;                /* allocations matched while candidates are narrowed */
     unsigned resyncs, restarts; /* times the step left the sequence; failed re-matches */
-    size_t *cand_v;           /* offsets still possible while matching starts */
-    size_t ncand, cand_cap;
+    place_cands_t cand;       /* offsets still possible while matching starts */
     uint8_t *plan;            /* plan[k]: the last step's item offset + k goes to host */
     size_t plan_n, plan_cap;
     uint32_t *wrap;           /* wrap[k]: where this step freed a block of
