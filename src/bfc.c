@@ -159,6 +159,24 @@ static void chunk_delete(bfc_arena_t *a, bfc_chunk_t *c)
     a->pool = c;
 }
 
+/* Splits free chunk c (out of the bins) at `at` (c->addr < at < its end):
+ * c keeps [c->addr, at), r (from chunk_new), linked next after it, gets the
+ * rest with c's stream key and seq. */
+static void chunk_split(bfc_chunk_t *c, bfc_chunk_t *r, uintptr_t at)
+{
+    r->addr = at;
+    r->size = c->addr + c->size - at;
+    r->region = c->region;
+    r->stream = c->stream;
+    r->seq = c->seq;
+    r->prev = c;
+    r->next = c->next;
+    if (c->next)
+        c->next->prev = r;
+    c->next = r;
+    c->size = at - c->addr;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Live map                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -722,17 +740,7 @@ static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi
         if (!r)
             return -1;
         bin_remove(a, c);
-        r->addr = lo;
-        r->size = c->addr + c->size - lo;
-        r->region = c->region;
-        r->stream = c->stream;
-        r->seq = c->seq;
-        r->prev = c;
-        r->next = c->next;
-        if (c->next)
-            c->next->prev = r;
-        c->next = r;
-        c->size = lo - c->addr;
+        chunk_split(c, r, lo);
         bin_insert(a, c);
         c = r;
     } else {
@@ -1071,17 +1079,7 @@ static int chunk_take_from(bfc_arena_t *a, bfc_chunk_t *c, size_t rs, size_t siz
     if (c->size - rs >= a->params.split_min) {
         bfc_chunk_t *rest = chunk_new(a);
         if (rest) {
-            rest->addr = c->addr + rs;
-            rest->size = c->size - rs;
-            rest->region = c->region;
-            rest->stream = c->stream;
-            rest->seq = c->seq;
-            rest->prev = c;
-            rest->next = c->next;
-            if (c->next)
-                c->next->prev = rest;
-            c->next = rest;
-            c->size = rs;
+            chunk_split(c, rest, c->addr + rs);
             bin_insert(a, rest);
         }
     }
@@ -1189,8 +1187,7 @@ static bfc_chunk_t *free_chunk_holding(const bfc_arena_t *a, uintptr_t addr, siz
         return chunk_holds(n->prev, addr, rs, stream);
     for (unsigned b = bin_next(a, bfc_bin_index(rs)); b < BFC_NBINS; b = bin_next(a, b + 1))
         for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext)
-            if (c->addr <= addr && addr + rs <= c->addr + c->size && stream_ok(c->stream, stream) &&
-                !c->region->dedicated)
+            if (chunk_holds(c, addr, rs, stream))
                 return c;
     return NULL;
 }
@@ -1238,28 +1235,15 @@ void *bfc_alloc_at(bfc_arena_t *a, size_t size, uintptr_t stream, uintptr_t addr
         return NULL;
     }
     if (c->addr < addr) { /* the part below addr stays free */
-        bfc_chunk_t *low = chunk_new(a);
-        if (!low) {
+        bfc_chunk_t *hi = chunk_new(a);
+        if (!hi) {
             a->last_fail = BFC_FAIL_BACKEND;
             return NULL;
         }
         bin_remove(a, c);
-        low->addr = c->addr;
-        low->size = addr - c->addr;
-        low->region = c->region;
-        low->stream = c->stream;
-        low->seq = c->seq;
-        low->in_use = 0;
-        low->prev = c->prev;
-        low->next = c;
-        if (c->prev)
-            c->prev->next = low;
-        else
-            c->region->first = low;
-        c->prev = low;
-        c->addr = addr;
-        c->size -= low->size;
-        bin_insert(a, low);
+        chunk_split(c, hi, addr);
+        bin_insert(a, c);
+        c = hi;
     } else {
         bin_remove(a, c);
     }
