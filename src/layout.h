@@ -10,9 +10,10 @@
  * repeats, and the placement planner (placement.h) already records it: the
  * size, order and lifetime of every allocation of the last step.  From that
  * record this module computes, once, an address for each large block of the
- * step (the offline dynamic-storage-allocation heuristic: largest first, at
- * the lowest address free over the block's whole lifetime, around the blocks
- * live when the step starts), and the arena carves each such block at its
+ * step (the offline dynamic-storage-allocation heuristic: each block at the
+ * lowest, or the smallest, gap free over its whole lifetime, around the
+ * blocks live when the step starts, in three orders, the lowest layout
+ * kept), and the arena carves each such block at its
  * planned address when that range is free (bfc_alloc_at), by best fit
  * otherwise.
  *
@@ -167,10 +168,13 @@ void layout_stop(layout_t *lo);
 void layout_step_end(layout_t *lo, const place_t *pl, int active);
 
 /* The plan computation on its own (exposed for the tests).  Places the
- * items whose size is at least min_size, in decreasing size, each at the
- * lowest address >= base where it overlaps, over its lifetime [at, end),
- * no obstacle and no item placed before it; addr[i] gets the address (0
- * for items left to best fit).  Obstacles [oaddr, oaddr + osize) are live
+ * items whose size is at least min_size, each at an address >= base where
+ * it overlaps, over its lifetime [at, end), no obstacle and no item placed
+ * before it: in three orders (largest first; longest lived first; largest
+ * size x lifetime first), each with first fit (the lowest such address) and
+ * best fit (the smallest gap), the layout with the lowest top kept (ties:
+ * the first tried); addr[i] gets the address (0 for items left to best
+ * fit).  Obstacles [oaddr, oaddr + osize) are live
  * over [0, oend), sorted by address, disjoint.  Returns the top (highest
  * end address) of the layout, 0 if out of memory. */
 typedef struct layout_obstacle {
