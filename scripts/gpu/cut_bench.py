@@ -38,6 +38,7 @@ Results: $OUT/cut-bench.json and a table on stdout.
 """
 
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -148,9 +149,7 @@ def stream_busy(path):
             elif e > end:
                 busy += e - end
                 end = e
-        cats = {}
-        for _, _, c in iv:
-            cats[c] = cats.get(c, 0) + 1
+        cats = collections.Counter(c for _, _, c in iv)
         lines.append("  stream %s: busy %.1f ms, %s, first %.1f ms, last end %.1f ms" % (
             tid, busy / 1e3, ", ".join("%d %s" % (n, c) for c, n in sorted(cats.items())),
             (iv[0][0] - lo) / 1e3, (max(e for _, e, _ in iv) - lo) / 1e3))
