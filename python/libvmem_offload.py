@@ -231,13 +231,16 @@ class Offload:
         self.skip = {}
         self.learn_skip = True
         self.spread = False  # a study knob (_pack)
+        # pacing on the device (_pack): past window_out the compute stream,
+        # not the CPU, waits for the oldest copy out
+        self.gpu_pace = False
         self.last_offloadable = 0  # the last step's largest pass's eligible bytes
         self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
                        "late_fetch_bytes": 0, "late_no_room_bytes": 0, "reclaimed_bytes": 0,
                        "skipped_bytes": 0,
-                       "waits_out": 0, "deduped": 0, "steps_active": 0,
+                       "waits_out": 0, "waits_out_gpu": 0, "deduped": 0, "steps_active": 0,
                        "pack_seconds": 0.0, "unpack_seconds": 0.0, "wait_seconds": 0.0}
         self.last_step = {}
         self._mark = (0.0, 0.0, 0.0)
@@ -424,7 +427,10 @@ class Offload:
             # pacing while the device had room, letting the copies queue
             # behind the forward pass, was measured worse: docs/placement.md)
             while self.pending_bytes > self.budget.window_out and len(self.pending) > 1:
-                self._drop_oldest(block=True)
+                if self.gpu_pace:
+                    self._drop_oldest_after(compute)
+                else:
+                    self._drop_oldest(block=True)
             return r
 
     def _drop_oldest(self, block):
@@ -439,6 +445,17 @@ class Offload:
         self.pending.pop(0)
         self.pending_bytes -= r.nbytes
         return True
+
+    def _drop_oldest_after(self, compute):
+        """Lets the oldest pending device tensor go without the CPU waiting:
+        the compute stream waits for its copy out first, so the memory, free
+        in the compute stream's order from here, is reused only after the
+        copy has read it; the CPU goes on queueing kernels."""
+        r, t = self.pending.pop(0)
+        self.pending_bytes -= r.nbytes
+        if not r.out_done.query():
+            compute.wait_event(r.out_done)
+            self.totals["waits_out_gpu"] += 1
 
     def _drain(self, block):
         while self.pending and self._drop_oldest(block):

@@ -68,6 +68,8 @@ class FakeTorch:
     def __init__(self):
         ft = self
         self.log = []  # ("d2h"|"h2d"|"h2d-late", nbytes)
+        self.waits = []  # (stream, event) of every Stream.wait_event
+        self.syncs = 0   # Event.synchronize calls (the CPU waiting)
 
         class Tensor:
             def __init__(self, shape, dtype, device, storage=None, leaf=False, grad=False,
@@ -149,7 +151,7 @@ class FakeTorch:
                 pass
 
             def wait_event(self, ev):
-                pass
+                ft.waits.append((self, ev))
 
         class Event:
             def record(self, stream=None):
@@ -159,7 +161,7 @@ class FakeTorch:
                 return ft.copies_done
 
             def synchronize(self):
-                pass
+                ft.syncs += 1
 
         class StreamCtx:
             def __init__(self, s):
@@ -522,6 +524,30 @@ class HooksTest(unittest.TestCase):
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         self.assertEqual(o.skip, {})
+
+    def test_pacing_on_the_device_makes_the_compute_stream_wait_not_the_cpu(self):
+        for gpu in (False, True):
+            torch, o, state = make(GiB)
+            o.gpu_pace = gpu
+            o.budget.window_out = 8 * MiB
+            torch.copies_done = False  # the copies out are in flight
+            ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
+            packed = [o.pack(t) for t in ts]
+            self.assertEqual(len(o.pending), 2)  # the window let the first two go
+            self.assertEqual(o.pending_bytes, 8 * MiB)
+            on_compute = [ev for s, ev in torch.waits if s is torch.default]
+            if gpu:
+                # the compute stream waits for exactly the first two copies out
+                self.assertEqual(torch.syncs, 0)
+                self.assertEqual(on_compute, [packed[0].out_done, packed[1].out_done])
+                self.assertEqual(o.totals["waits_out_gpu"], 2)
+            else:
+                self.assertEqual(torch.syncs, 2)
+                self.assertEqual(on_compute, [])
+            # either way the values come back
+            torch.copies_done = True
+            for k in (3, 2, 1, 0):
+                self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
 
     def test_a_held_tensor_is_taken_back_ahead_only_with_room_and_within_the_window(self):
         torch, o, state = make(GiB, used=10 * GiB - MiB, limit=10 * GiB)

@@ -6,7 +6,7 @@
 #       builds build-gpu/ with CUDA enabled, copies the shared libraries its
 #       binaries need that a bare Ubuntu 24.04 + CUDA machine lacks (Criterion and
 #       friends, Google Benchmark, cJSON) into build-gpu/carry-libs/, and copies the
-#       shared traces into .carry/traces/.  Then call the device with
+#       shared traces and tests/data's into .carry/traces/.  Then call the device with
 #       carry: ["build-gpu", ".carry"] and command: bash scripts/gpu-run.sh device [STEPS]
 #
 # There (on the GPU machine, from the repository root):
@@ -47,6 +47,7 @@ prepare() {
         done
     mkdir -p .carry/traces
     cp -f ../shared/traces/*.txt.gz .carry/traces/ 2>/dev/null || true
+    cp -f tests/data/*.txt.gz .carry/traces/  # the repository's own (same names: same files)
     du -sh build-gpu .carry | sed 's/^/carry: /'
     ls build-gpu/carry-libs build-gpu/carry-cuda
 }

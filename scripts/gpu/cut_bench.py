@@ -168,8 +168,11 @@ def worker(a):
     wf, sk = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC"), os.environ.get("CUT_OFFLOAD_SKIP")
     wi = os.environ.get("CUT_OFFLOAD_WINDOW_IN_FRAC")
     spread = os.environ.get("CUT_OFFLOAD_SPREAD")
-    if (wf or sk or wi or spread) and L.offload_stats().get("installed"):
+    gpace = os.environ.get("CUT_OFFLOAD_GPU_PACE")
+    if (wf or sk or wi or spread or gpace) and L.offload_stats().get("installed"):
         import libvmem_offload
+        if gpace:
+            libvmem_offload._off.gpu_pace = gpace != "0"
         if spread:
             libvmem_offload._off.spread = spread != "0"
         if wf:
@@ -270,6 +273,7 @@ def worker(a):
                         "budget", "device_max", "host_max", "pack_s", "unpack_s", "wait_s")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
+                    rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
                 res["steps"].append(rec)
                 log("%s %s %-8s %2d %8.1f ms (fwd %.1f, bwd %.1f) loss %.5f host %.2f GB (plan %.2f "
                     "fb %.2f mv %.2f) "
@@ -286,11 +290,11 @@ def worker(a):
                     log("    offload: %.2f GB out, %.2f GB fetched ahead, %.2f GB late (%.2f GB "
                         "for want of room), %.2f GB "
                         "taken back before the copy out was let go, %.2f GB skipped; budget %.2f "
-                        "-> %.2f GB; device max %.2f GB, host max %.2f GB; %d waits" % (
+                        "-> %.2f GB; device max %.2f GB, host max %.2f GB; %d waits (%d on the device)" % (
                             o["offloaded"] / 1e9, o["prefetched"] / 1e9, o["late"] / 1e9,
                             o["late_no_room"] / 1e9, o["reclaimed"] / 1e9, o["skipped"] / 1e9,
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
-                            o["host_max"] / 1e9, o["waits_out"]))
+                            o["host_max"] / 1e9, o["waits_out"], o["waits_out_gpu"]))
                     log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB)" % (
                         o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3, rec["trims"],
                         rec["trimmed"] / 1e9))

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# A setting's cost per operation, one process per run, alternated with its
+# baseline (docs/benchmarks.md, "Side by side on a GPU": a replay process on
+# the lent machines runs either near 60 or near 110-150 ns/op whatever the
+# configuration, so a difference within libvmem is read from many processes,
+# not from one).
+#   scripts/gpu-run.sh device scripts/gpu/replay-alternate.sh
+# Environment: BUILD (default build-gpu), TRACES (directory of *.txt.gz),
+# BACKENDS (default "vmm"), ROUNDS (default 6), REPEAT (timed passes per
+# process, default 11), VAR (the variable alternated, default VMEM_LAYOUT),
+# VALUES (default "0 1").  Writes $OUT/replay-alternate.jsonl (one line per
+# process, with the setting) and prints, per trace, backend and value: the
+# median of the processes' medians, the median and the lowest of their
+# fastest passes, and held/live.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${OUT:=/tmp/vmem-alt}"
+mkdir -p "$OUT"
+BUILD=${BUILD:-build-gpu}
+TDIR=${TRACES:-.carry/traces}
+BACKENDS=${BACKENDS:-vmm}
+ROUNDS=${ROUNDS:-6}
+REPEAT=${REPEAT:-11}
+VAR=${VAR:-VMEM_LAYOUT}
+VALUES=${VALUES:-0 1}
+J="$OUT/replay-alternate.jsonl"
+: >"$J"
+shopt -s nullglob
+traces=("$TDIR"/*.txt.gz)
+[ ${#traces[@]} -gt 0 ] || { echo "replay-alternate: no traces in $TDIR"; exit 2; }
+for r in $(seq "$ROUNDS"); do
+    for t in "${traces[@]}"; do
+        for b in $BACKENDS; do
+            for v in $VALUES; do
+                line=$(env "$VAR=$v" "$BUILD/bench/vmem-replay" --backend "$b" --repeat "$REPEAT" "$t") ||
+                    { echo "replay-alternate: $t $b $VAR=$v: exit $?"; continue; }
+                printf '{"round": %d, "var": "%s", "value": "%s", "run": %s}\n' "$r" "$VAR" "$v" \
+                    "$line" >>"$J"
+            done
+        done
+    done
+done
+python3 - "$J" <<'EOF'
+import collections, json, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    run = d["run"]
+    rows[(run["trace"], run["backend"], d["value"])].append(run)
+print("%-22s %-8s %-6s %5s %10s %12s %10s %8s" % (
+    "trace", "backend", "value", "runs", "med(med)", "med(fastest)", "fastest", "held/live"))
+for (t, b, v), runs in sorted(rows.items()):
+    print("%-22s %-8s %-6s %5d %10.1f %12.1f %10.1f %8.3f" % (
+        t, b, v, len(runs), statistics.median(r["ns_per_op"] for r in runs),
+        statistics.median(r["ns_per_op_min"] for r in runs),
+        min(r["ns_per_op_min"] for r in runs), runs[0]["frag"]))
+EOF
