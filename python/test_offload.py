@@ -259,6 +259,19 @@ class BudgetTest(unittest.TestCase):
         target = limit - int(limit * b.margin_frac)
         self.assertEqual(b.step_end(limit, target - 10 * MiB, 0, 8 * GiB), 2 * GiB)
 
+    def test_a_step_that_fits_above_the_target_keeps_the_budget(self):
+        # between the target and the limit, with nothing on host: it fit, and
+        # one more tensor offloaded would only cost link time
+        b = off.Budget()
+        b.bytes = 2 * GiB
+        limit = 10 * GiB
+        target = limit - int(limit * b.margin_frac)
+        for _ in range(3):
+            self.assertEqual(b.step_end(limit, target + 100 * MiB, 0, 8 * GiB), 2 * GiB)
+        # bytes on host: it did not fit, raised to the target
+        self.assertEqual(b.step_end(limit, limit - MiB, 300 * MiB, 8 * GiB),
+                         2 * GiB + limit - MiB + 300 * MiB - target)
+
     def test_a_limit_change_within_a_step_moves_the_budget_at_once(self):
         b = off.Budget()
         b.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0)
