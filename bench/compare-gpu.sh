@@ -104,10 +104,11 @@ run() {
 }
 
 # legacy NAME BACKEND: the same replay with the growth policy before issue 14
-# (VMEM_GROWTH=legacy VMEM_TRIM=off), rows labelled libvmem-BACKEND-legacy,
-# so that one run shows before and after (docs/benchmarks.md).
+# (VMEM_GROWTH=legacy VMEM_TRIM=off) and without its block layout
+# (VMEM_LAYOUT=off), rows labelled libvmem-BACKEND-legacy, so that one run
+# shows before and after (docs/benchmarks.md).
 legacy() {
-    run "$1" 300 env VMEM_GROWTH=legacy VMEM_TRIM=off "$BUILD/bench/vmem-replay" --backend "$2" \
+    run "$1" 300 env VMEM_GROWTH=legacy VMEM_TRIM=off VMEM_LAYOUT=off "$BUILD/bench/vmem-replay" --backend "$2" \
         --repeat "$REPEAT" "${TRACE_FILES[@]}" || { note "$1: exit $? ($1.log)"; status=1; }
     # the lines already went into results: relabel them there
     sed -i "/\"allocator\"/! s/\"backend\": \"$2\"/\"allocator\": \"libvmem-$2-legacy\", &/" "$RESULTS"

@@ -20,9 +20,9 @@ END = "<!-- gpu-compare:end -->"
 
 # Display order and names.
 ORDER = [
-    ("libvmem-cuda-legacy", "libvmem (cuda), growth before issue 14"),
+    ("libvmem-cuda-legacy", "libvmem (cuda), before issue 14"),
     ("libvmem-cuda", "libvmem (cuda backend)"),
-    ("libvmem-vmm-legacy", "libvmem (vmm), growth before issue 14"),
+    ("libvmem-vmm-legacy", "libvmem (vmm), before issue 14"),
     ("libvmem-vmm", "libvmem (vmm backend)"),
     ("torch", "PyTorch caching allocator"),
     ("torch-expandable", "PyTorch, expandable segments"),

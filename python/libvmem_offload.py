@@ -10,9 +10,8 @@ tensor hooks) and, only while the last step did not fit under the limit:
 
   * pack: copies the saved tensor to pinned host memory on a copy stream
     (after an event on the compute stream: its producer has run) and drops
-    the device tensor once the copy is done (or, past the window of copies
-    in flight, once the compute stream waits for the copy: gpu_pace), so
-    its memory goes back to libvmem for the rest of the forward pass;
+    the device tensor once the copy is done, so its memory goes back to
+    libvmem for the rest of the forward pass;
   * unpack: returns a device copy made ahead of time on a second copy stream
     (the compute stream waits on its event), or makes it then; a tensor
     whose device memory is still held (its copy out was in flight at the
@@ -240,8 +239,11 @@ class Offload:
         self.learn_skip = True
         self.spread = False  # a study knob (_pack)
         # pacing on the device (_pack): past window_out the compute stream,
-        # not the CPU, waits for the oldest copy out
-        self.gpu_pace = True
+        # not the CPU, waits for the oldest copy out.  A study knob, off: the
+        # CPU then runs further ahead of the GPU, the skips (judged by
+        # queries on the CPU) grow, and BERT at 50% ran 655-702 ms per step
+        # against 376-432 (docs/placement.md, "Pacing on the device")
+        self.gpu_pace = False
         self.last_offloadable = 0  # the last step's largest pass's eligible bytes
         self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
