@@ -437,35 +437,31 @@ class Offload:
             # pacing while the device had room, letting the copies queue
             # behind the forward pass, was measured worse: docs/placement.md)
             while self.pending_bytes > self.budget.window_out and len(self.pending) > 1:
-                if self.gpu_pace:
-                    self._drop_oldest_after(compute)
-                else:
-                    self._drop_oldest(block=True)
+                self._drop_oldest(block=True, compute=compute if self.gpu_pace else None)
             return r
 
-    def _drop_oldest(self, block):
+    def _drop_oldest(self, block, compute=None):
+        """Lets the oldest pending device tensor go once its copy out is
+        done: if it is not, returns False (block false), waits on the CPU
+        (block true), or, given the compute stream (gpu_pace), makes that
+        stream wait for the copy and lets it go at once: its memory, free in
+        the compute stream's order from here, is reused only after the copy
+        has read it, and the CPU goes on queueing kernels."""
         r, t = self.pending[0]
         if not r.out_done.query():
-            if not block:
+            if compute is not None:
+                compute.wait_event(r.out_done)
+                self.totals["waits_out_gpu"] += 1
+            elif not block:
                 return False
-            self.totals["waits_out"] += 1
-            t0 = time.perf_counter()
-            r.out_done.synchronize()
-            self.totals["wait_seconds"] += time.perf_counter() - t0
+            else:
+                self.totals["waits_out"] += 1
+                t0 = time.perf_counter()
+                r.out_done.synchronize()
+                self.totals["wait_seconds"] += time.perf_counter() - t0
         self.pending.pop(0)
         self.pending_bytes -= r.nbytes
         return True
-
-    def _drop_oldest_after(self, compute):
-        """Lets the oldest pending device tensor go without the CPU waiting:
-        the compute stream waits for its copy out first, so the memory, free
-        in the compute stream's order from here, is reused only after the
-        copy has read it; the CPU goes on queueing kernels."""
-        r, t = self.pending.pop(0)
-        self.pending_bytes -= r.nbytes
-        if not r.out_done.query():
-            compute.wait_event(r.out_done)
-            self.totals["waits_out_gpu"] += 1
 
     def _drain(self, block):
         while self.pending and self._drop_oldest(block):
