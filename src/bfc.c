@@ -1163,8 +1163,10 @@ static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
 
 #define BFC_HINT_WALK 16u /* chunks walked from bfc_alloc_at's hint before scanning */
 
-/* c, if it is a free chunk usable on stream that holds [addr, addr + rs). */
-static bfc_chunk_t *chunk_holds(bfc_chunk_t *c, uintptr_t addr, size_t rs, uintptr_t stream)
+/* c, if it is a free chunk usable on stream that holds [addr, addr + rs)
+ * (inline: on the path of every planned block, bfc_alloc_at). */
+static inline bfc_chunk_t *chunk_holds(bfc_chunk_t *c, uintptr_t addr, size_t rs,
+                                       uintptr_t stream)
 {
     return c && !c->in_use && c->addr <= addr && addr + rs <= c->addr + c->size &&
                    stream_ok(c->stream, stream) && !c->region->dedicated

@@ -582,6 +582,32 @@ void layout_stop(layout_t *lo)
         lo->plans[i].valid = 0;
 }
 
+/* The blocks the last step carried into this one, and where this step freed
+ * them: the guess for the blocks this step carries into the next.  Read by
+ * plan_make only, so learned only at the end of a step after which the
+ * layout matches (LAYOUT_MATCH); a step that starts on a kept plan, or
+ * waits, skips this walk over the last step's record (layout_step_end is
+ * called before place_step_end, so the record and pl->wrap are the ones
+ * the next step's plan_make would have seen read here). */
+static void carry_learn(layout_t *lo, const place_t *pl)
+{
+    const place_record_t *prev = &pl->rec[!pl->cur];
+    lo->ncarry = 0;
+    size_t nw = prev->n < pl->wrap_n ? prev->n : pl->wrap_n;
+    if (nw > lo->carry_cap) {
+        layout_carry_t *nc = realloc(lo->carry, nw * sizeof *nc);
+        if (nc) {
+            lo->carry = nc;
+            lo->carry_cap = nw;
+        }
+    }
+    for (size_t i = 0; i < nw && lo->ncarry < lo->carry_cap; i++) {
+        const place_item_t *it = &prev->items[i];
+        if (it->end == PLACE_OPEN && it->arena == 0 && !it->host && pl->wrap[i] != PLACE_OPEN)
+            lo->carry[lo->ncarry++] = (layout_carry_t){it->size, pl->wrap[i]};
+    }
+}
+
 void layout_step_end(layout_t *lo, const place_t *pl, int active)
 {
     lo->clock++;
@@ -605,23 +631,7 @@ void layout_step_end(layout_t *lo, const place_t *pl, int active)
     lo->diverged = 0;
     lo->mk = 0;
     lo->cand.n = 0;
-    /* The blocks the last step carried into this one, and where this step
-     * freed them: the guess for the blocks this step carries into the next. */
-    const place_record_t *prev = &pl->rec[!pl->cur];
-    lo->ncarry = 0;
-    size_t nw = prev->n < pl->wrap_n ? prev->n : pl->wrap_n;
-    if (nw > lo->carry_cap) {
-        layout_carry_t *nc = realloc(lo->carry, nw * sizeof *nc);
-        if (nc) {
-            lo->carry = nc;
-            lo->carry_cap = nw;
-        }
-    }
-    for (size_t i = 0; i < nw && lo->ncarry < lo->carry_cap; i++) {
-        const place_item_t *it = &prev->items[i];
-        if (it->end == PLACE_OPEN && it->arena == 0 && !it->host && pl->wrap[i] != PLACE_OPEN)
-            lo->carry[lo->ncarry++] = (layout_carry_t){it->size, pl->wrap[i]};
-    }
+    lo->ncarry = 0; /* learned below only if the next step may make a plan */
     if (!active) {
         layout_stop(lo);
         return;
@@ -660,5 +670,6 @@ void layout_step_end(layout_t *lo, const place_t *pl, int active)
             return;
         }
     }
+    carry_learn(lo, pl);
     lo->state = LAYOUT_MATCH;
 }

@@ -101,7 +101,8 @@ typedef struct layout {
     /* matching */
     place_cands_t cand;
     size_t mk;
-    /* carried blocks' frees learned at the last step end */
+    /* carried blocks' frees, learned at the last step end if the step
+     * matches (read by the plan it makes only); empty otherwise */
     layout_carry_t *carry;
     size_t ncarry, carry_cap;
     layout_stats_t stats;

@@ -335,3 +335,78 @@ Test(layout, off_under_a_limit)
     cr_assert_eq(span, 24 * unit, "best fit's layout");
     vmem_destroy(v);
 }
+
+/* The carried blocks' frees (layout.h, layout_t.carry), as layout_step_end
+ * reads them from the placement planner: the last step's blocks live at its
+ * end that this step freed. */
+static size_t carry_expected(const vmem_t *v, layout_carry_t *out, size_t cap)
+{
+    const place_t *pl = &v->place;
+    const place_record_t *prev = &pl->rec[!pl->cur];
+    size_t nw = prev->n < pl->wrap_n ? prev->n : pl->wrap_n, k = 0;
+    for (size_t i = 0; i < nw; i++) {
+        const place_item_t *it = &prev->items[i];
+        if (it->end == PLACE_OPEN && it->arena == 0 && !it->host && pl->wrap[i] != PLACE_OPEN) {
+            if (k < cap)
+                out[k] = (layout_carry_t){it->size, pl->wrap[i]};
+            k++;
+        }
+    }
+    return k;
+}
+
+/* The carried blocks' frees are read only by a plan being made: a step end
+ * after which the next step matches learns them (the same as every step end
+ * did before), one after which the next step starts on a kept plan or waits
+ * skips the walk over the last step's record (docs/benchmarks.md, round 6).
+ * Steps carry a block into the next (allocated at the end, freed after the
+ * next step's first allocations), so there is something to learn. */
+Test(layout, carry_learned_only_for_a_plan)
+{
+    const uint64_t unit = 64 * U;
+    vmem_t *v = open_simvmm();
+    void *carried = NULL;
+    int matched = 0, skipped = 0;
+    for (int step = 0; step < 10; step++) {
+        void *small[3];
+        for (int i = 0; i < 3; i++)
+            small[i] = vmem_alloc(v, 4096 + (size_t)i);
+        if (carried)
+            vmem_free(v, carried);
+        char *A = vmem_alloc(v, 4 * unit), *B = vmem_alloc(v, 4 * unit);
+        char *C = vmem_alloc(v, 8 * unit);
+        cr_assert(A && B && C);
+        vmem_free(v, A);
+        char *D = vmem_alloc(v, 8 * unit);
+        cr_assert_not_null(D);
+        vmem_free(v, B);
+        vmem_free(v, C);
+        vmem_free(v, D);
+        for (int i = 0; i < 3; i++)
+            vmem_free(v, small[i]);
+        carried = vmem_alloc(v, (step < 5 ? 2 : 3) * unit); /* step 6: a new live set */
+        cr_assert_not_null(carried);
+        cr_assert_eq(vmem_check(v), VMEM_OK);
+        layout_carry_t want[8];
+        size_t n = carry_expected(v, want, 8);
+        cr_assert_leq(n, 8);
+        vmem_step_end(v);
+        if (v->layout.state == LAYOUT_MATCH) {
+            cr_assert_eq(v->layout.ncarry, n, "step %d: %zu carried, %zu expected", step,
+                         v->layout.ncarry, n);
+            for (size_t i = 0; i < n; i++) {
+                cr_assert_eq(v->layout.carry[i].size, want[i].size);
+                cr_assert_eq(v->layout.carry[i].pos, want[i].pos);
+            }
+            matched += n > 0;
+        } else {
+            cr_assert_eq(v->layout.ncarry, 0, "step %d: learned with no plan to make", step);
+            skipped += n > 0;
+        }
+    }
+    cr_assert_geq(matched, 1, "a step matched with a carried block to learn");
+    cr_assert_geq(skipped, 1, "a step started on a kept plan with a carried block");
+    cr_assert_geq(v->layout.stats.reused_steps, 1);
+    vmem_free(v, carried);
+    vmem_destroy(v);
+}
