@@ -291,8 +291,9 @@ VMEM_API vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t
 /* Statistics                                                               */
 /* ------------------------------------------------------------------------ */
 
-#define VMEM_STATS_VERSION 3 /* 2: placement .. device_trimmed appended;
-                                3: swap_out_bytes .. swap_skipped appended */
+#define VMEM_STATS_VERSION 4 /* 2: placement .. device_trimmed appended;
+                                3: swap_out_bytes .. swap_skipped appended;
+                                4: cur_step_device_max, cur_step_host_max */
 
 typedef struct vmem_stats {
     uint32_t size;              /* set by the caller: sizeof(vmem_stats_t) */
@@ -373,6 +374,11 @@ typedef struct vmem_stats {
     uint64_t swap_points;       /* allocations before which swaps ran */
     uint64_t swap_skipped;      /* planned moves not done: block freed or not
                                    placed by the plan, no room, graph capture */
+    /* The step in progress (since the last vmem_step_end): device and host
+     * bytes in use at its maximum so far (step_device_max and step_host_max
+     * are the last completed step's). */
+    size_t cur_step_device_max;
+    size_t cur_step_host_max;
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

@@ -72,16 +72,20 @@ class Budget:
     last step's largest pass could offload (its eligible saved tensors).  window_out, the
     bytes of copies out in flight, is limit x window_frac and window_in, the
     bytes fetched ahead, limit x window_in_frac (None: window_frac), each
-    between 64 MiB and window_max."""
+    between 64 MiB and window_max.  The fetch ahead fills the device up to
+    fetch_target: the target less fetch_slack_frac of the limit."""
 
     def __init__(self, window_max=512 * MiB, window_frac=1 / 32, margin_frac=0.03,
-                 slack_frac=0.02, step_min=64 * MiB, window_in_frac=None):
+                 slack_frac=0.02, step_min=64 * MiB, window_in_frac=None, fetch_slack_frac=0.0,
+                 window_in_max=None):
         self.window_max = window_max
+        self.window_in_max = window_in_max  # None: window_max
         self.window_frac = window_frac
         self.window_in_frac = window_in_frac
         self.window_out = self.window_in = window_max
         self.margin_frac = margin_frac
         self.slack_frac = slack_frac
+        self.fetch_slack_frac = fetch_slack_frac
         self.step_min = step_min
         self.bytes = 0
         self.limit = None  # the limit the budget was learned under
@@ -105,12 +109,18 @@ class Budget:
         margin (the room the fetch ahead and the step's maximum aim at)."""
         return max(0, limit - int(limit * self.margin_frac))
 
+    def fetch_target(self, limit):
+        """The device bytes the fetch ahead fills up to."""
+        return max(0, self.target(limit) - int(limit * self.fetch_slack_frac))
+
     def set_limit(self, limit):
-        def window(frac):
-            return max(64 * MiB, min(self.window_max, int(limit * frac)))
-        self.window_out = window(self.window_frac)
+        def window(frac, most):
+            return max(64 * MiB, min(most, int(limit * frac)))
+        self.window_out = window(self.window_frac, self.window_max)
         self.window_in = window(self.window_frac if self.window_in_frac is None
-                                else self.window_in_frac)
+                                else self.window_in_frac,
+                                self.window_max if self.window_in_max is None
+                                else self.window_in_max)
 
     def step_end(self, limit, device_max, host_max, offloadable):
         """Updates and returns the budget for the next step.  offloadable:
@@ -220,11 +230,15 @@ class _Record:
 class Offload:
     """The hooks and their state for one process (all devices)."""
 
-    def __init__(self, torch, in_use, budget=None, min_bytes=MiB):
+    def __init__(self, torch, in_use, budget=None, min_bytes=MiB, step_max=None):
         """in_use(device_index) -> (device bytes in use, limit): libvmem's
-        (a cheap vmem_get_stats; tests pass their own)."""
+        (a cheap vmem_get_stats; tests pass their own).  step_max(device_index)
+        -> device bytes in use at the step's maximum so far (libvmem's
+        cur_step_device_max), read when a backward pass starts (statistics
+        only); None: not read."""
         self.torch = torch
         self.in_use = in_use
+        self.step_max = step_max
         self.budget = budget or Budget()
         self.min_bytes = min_bytes
         self.lock = threading.Lock()
@@ -244,6 +258,10 @@ class Offload:
         # queries on the CPU) grow, and BERT at 50% ran 655-702 ms per step
         # against 376-432 (docs/placement.md, "Pacing on the device")
         self.gpu_pace = False
+        # pacing by room (_room), a study knob: no window; at every hook
+        # call while copies out are in flight, the oldest is waited for only
+        # while libvmem's device bytes in use plus window_out pass the target
+        self.pace_room = False
         self.last_offloadable = 0  # the last step's largest pass's eligible bytes
         self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
@@ -286,6 +304,7 @@ class Offload:
         self.step_late_no_room = 0  # of step_late: no room under the limit for it ahead
         self.step_reclaimed = 0
         self.step_skipped = 0
+        self.step_fwd_max = 0  # device bytes in use at the step's maximum before a backward pass
 
     def step_end(self, stats_of, device=None):
         """At a libvmem step end: learn the next budget.  stats_of(device) ->
@@ -308,6 +327,7 @@ class Offload:
                               "late_no_room": self.step_late_no_room,
                               "reclaimed": self.step_reclaimed, "skipped": self.step_skipped,
                               "budget": self.budget.bytes, "device_max": dmax, "host_max": hmax,
+                              "fwd_max": self.step_fwd_max,
                               "limit": limit, "host_pinned": self.pool.held,
                               "host_pinned_new": self.pool.new_bytes}
             if self.step_offloaded:
@@ -357,6 +377,9 @@ class Offload:
         torch = self.torch
         if not isinstance(t, torch.Tensor) or not t.is_cuda:
             return t
+        if self.pace_room and self.pending and not torch.cuda.is_current_stream_capturing():
+            with self.lock:
+                self._room(t.device.index or 0)
         n = self._eligible(t)
         if not n:
             return t
@@ -436,9 +459,24 @@ class Offload:
             # pass waits for the oldest, so the link keeps up with it.  (Not
             # pacing while the device had room, letting the copies queue
             # behind the forward pass, was measured worse: docs/placement.md)
-            while self.pending_bytes > self.budget.window_out and len(self.pending) > 1:
+            if self.pace_room:
+                self._room(t.device.index or 0)
+            while (not self.pace_room and self.pending_bytes > self.budget.window_out and
+                   len(self.pending) > 1):
                 self._drop_oldest(block=True, compute=compute if self.gpu_pace else None)
             return r
+
+    def _room(self, device):
+        """Pacing by room (pace_room): lets go of the copies out done, then
+        waits for the oldest while libvmem's device bytes in use plus
+        window_out (what the program may allocate before the next hook)
+        pass the target."""
+        self._drain(block=False)
+        while self.pending:
+            used, limit = self.in_use(device)
+            if used + self.budget.window_out <= self.budget.target(limit):
+                return
+            self._drop_oldest(block=True)
 
     def _drop_oldest(self, block, compute=None):
         """Lets the oldest pending device tensor go once its copy out is
@@ -538,7 +576,7 @@ class Offload:
             # room a copy back would (its memory goes back once its copy out
             # is done, so holding it early is not free)
             i = self._pending_at(r)
-            if used + (0 if i >= 0 else r.nbytes) > self.budget.target(limit):
+            if used + (0 if i >= 0 else r.nbytes) > self.budget.fetch_target(limit):
                 return
             if i >= 0:
                 self._reclaim(r, i, ahead=True)
@@ -561,12 +599,16 @@ class Offload:
 
     def _unpack(self, p):
         torch = self.torch
+        if not self.in_backward and self.step_max is not None and self.budget.bytes > 0:
+            self._backward_starts(p)
         self.in_backward = True
         if torch.cuda.is_current_stream_capturing():
             return self._unpack_captured(p)
         if not isinstance(p, _Record):
             if self.records:
                 with self.lock:
+                    if self.pace_room:
+                        self._room(self.records[0].device.index or 0)
                     self._drain(block=False)
                     self._prefetch()
             return p
@@ -590,9 +632,22 @@ class Offload:
             if r.reclaimed and r.unpacks == 0 and self.learn_skip and not r.out_done.query():
                 self.next_skip[r.cand] = r.nbytes
             dev = self._hand_out(r)
+            if self.pace_room:
+                self._room(r.device.index or 0)
             self._drain(block=False)
             self._prefetch()
             return dev
+
+    def _backward_starts(self, p):
+        """A backward pass's first unpack: notes the step's device maximum
+        so far (the forward passes' peak, before any fetch ahead)."""
+        dev = getattr(p, "device", None)
+        idx = dev.index if dev is not None and getattr(dev, "type", "cuda") == "cuda" else None
+        if idx is None:
+            idx = self.torch.cuda.current_device()
+        m = self.step_max(idx)
+        if m:
+            self.step_fwd_max = max(self.step_fwd_max, m)
 
     def _hand_out(self, r):
         """r's device copy, to one of its consumers: bytes fetched ahead
@@ -633,19 +688,34 @@ _read = None  # the stats reader of install()
 def _stats_reader(lib_mod):
     import ctypes
 
-    class _S(ctypes.Structure):  # vmem_stats_t up to step_host_max
-        _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32),
-                    ("backend", ctypes.c_char_p)] + [
-            (f, ctypes.c_size_t) for f in (
+    sz, u64, dbl, cint, cstr = (ctypes.c_size_t, ctypes.c_uint64, ctypes.c_double,
+                                ctypes.c_int, ctypes.c_char_p)
+
+    class _S(ctypes.Structure):  # vmem_stats_t (version 4), include/vmem.h
+        _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32), ("backend", cstr)] + [
+            (f, sz) for f in (
                 "limit", "pending_limit", "start_cap", "device_held", "device_in_use",
                 "device_requested", "device_peak_held", "device_peak_in_use", "device_regions",
                 "host_limit", "host_held", "host_in_use", "host_peak_held", "host_peak_in_use")] + [
-            (f, ctypes.c_uint64) for f in (
+            (f, u64) for f in (
                 "allocs", "frees", "spills", "spilled_bytes", "failures", "bad_frees",
                 "device_region_allocs", "device_region_frees", "steps")] + [
-            ("last_step_seconds", ctypes.c_double)] + [
-            (f, ctypes.c_size_t) for f in (
-                "step_device_min", "step_device_max", "step_host_min", "step_host_max")]
+            ("last_step_seconds", dbl)] + [
+            (f, sz) for f in (
+                "step_device_min", "step_device_max", "step_host_min", "step_host_max")] + [
+            (f, cint) for f in ("host_fallback", "perf", "shrink_pending", "placement")] + [
+            (f, u64) for f in (
+                "placed_host_allocs", "placed_host_bytes", "fallback_allocs", "fallback_bytes",
+                "moved_to_host_bytes", "moved_to_device_bytes", "planned_steps",
+                "diverged_steps", "plan_host_bytes", "host_freed_bytes")] + [
+            ("host_life_events", dbl), ("host_life_seconds", dbl), ("device_unused", sz),
+            ("device_unused_byte_seconds", dbl), ("device_unused_mean", dbl),
+            ("device_trims", u64), ("device_trimmed", u64), ("limit_source", cstr),
+            ("device", cint)] + [
+            (f, u64) for f in (
+                "plan_swap_bytes", "swap_out_bytes", "swap_in_bytes", "swap_points",
+                "swap_skipped")] + [
+            ("cur_step_device_max", sz), ("cur_step_host_max", sz)]
 
     lib = lib_mod.load()
     fn = lib.vmem_get_stats
@@ -677,7 +747,11 @@ def install(lib_mod, torch, min_bytes=MiB, budget=None):
         s = _read(device)
         return (s.device_in_use, s.limit) if s is not None else (0, 1 << 62)
 
-    _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes)
+    def step_max(device):
+        s = _read(device)
+        return s.cur_step_device_max if s is not None else 0
+
+    _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes, step_max=step_max)
     torch._C._autograd._push_saved_tensors_default_hooks(_off.pack, _off.unpack)
     return _off
 

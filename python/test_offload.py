@@ -627,5 +627,65 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(o.budget.bytes, 0)
 
 
+    def test_pacing_by_room_waits_only_when_the_device_is_short_of_room(self):
+        torch, o, state = make(GiB, used=GiB, limit=10 * GiB)
+        o.pace_room = True
+        o.budget.window_out = 8 * MiB
+        torch.copies_done = False  # the copies out are in flight
+        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
+        packed = [o.pack(t) for t in ts]
+        # room: the copies queue behind the forward pass, the CPU never waits
+        self.assertEqual((len(o.pending), torch.syncs), (4, 0))
+        # the device fills up: the next pack, even of a tensor that is not
+        # offloaded, waits for the copies in flight until there is room
+        state["used"] = o.budget.target(state["limit"]) - 4 * MiB
+        small = torch.cuda_tensor(64 * 1024, 1.0)
+        self.assertIs(o.pack(small), small)
+        self.assertEqual((len(o.pending), torch.syncs), (0, 4))
+        # the same at an unpack (the backward pass's allocations)
+        state["used"] = GiB
+        more = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(2)]
+        packed += [o.pack(t) for t in more]
+        self.assertEqual(len(o.pending), 2)
+        state["used"] = o.budget.target(state["limit"])
+        o.unpack(small)
+        self.assertEqual((len(o.pending), torch.syncs), (0, 6))
+        torch.copies_done = True
+        for k in range(5, -1, -1):
+            self.assertEqual(o.unpack(packed[k]).values()[:8], (ts + more)[k].values()[:8])
+
+    def test_the_forward_maximum_is_read_once_per_backward_pass(self):
+        reads = []
+
+        def step_max(dev):
+            reads.append(dev)
+            return 100 * MiB * len(reads)
+        torch, o, _ = make(GiB, step_max=step_max)
+        ts, packed = offloaded(torch, o, 2)
+        o.unpack(packed[1])
+        o.unpack(packed[0])
+        self.assertEqual(reads, [0])
+        self.assertEqual(o.step_fwd_max, 100 * MiB)
+        ts2, packed2 = offloaded(torch, o, 1)  # a second pass (gradient accumulation)
+        o.unpack(packed2[0])
+        self.assertEqual((reads, o.step_fwd_max), ([0, 0], 200 * MiB))
+        o.step_end(lambda dev: (64 * GiB, GiB, 0))
+        self.assertEqual((o.last_step["fwd_max"], o.step_fwd_max), (200 * MiB, 0))
+        # a step that offloads nothing reads nothing
+        o.budget.bytes = 0
+        t = torch.cuda_tensor(4 * MiB, 1.0)
+        o.unpack(o.pack(t))
+        self.assertEqual(len(reads), 2)
+
+    def test_the_fetch_ahead_stops_at_its_own_target(self):
+        for slack, fetched in ((0.0, True), (0.02, False)):
+            torch, o, state = make(GiB, limit=10 * GiB)
+            o.budget.fetch_slack_frac = slack
+            ts, packed = offloaded(torch, o, 3)
+            state["used"] = o.budget.target(state["limit"]) - 5 * MiB
+            o.unpack(packed[2])  # its own copy comes late; the fetch ahead looks at 1
+            self.assertEqual(packed[1].dev is not None, fetched)
+
+
 if __name__ == "__main__":
     unittest.main()

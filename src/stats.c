@@ -71,6 +71,8 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.swap_in_bytes = v->place.stats.swap_in_bytes;
     s.swap_points = v->place.stats.swap_points;
     s.swap_skipped = v->place.stats.swap_skipped;
+    s.cur_step_device_max = v->step_dev_max;
+    s.cur_step_host_max = v->step_host_max;
     s.placed_host_allocs = v->place.stats.planned_host_allocs;
     s.placed_host_bytes = v->place.stats.planned_host_bytes;
     s.fallback_allocs = v->place.stats.fallback_allocs;

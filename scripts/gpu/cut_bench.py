@@ -33,7 +33,11 @@ CUT_OFFLOAD_SPREAD (1: offload candidates spread over the pass, in the
 proportion budget / offloadable, rather than the first ones; a study knob),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
 each stream's busy time,
-CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob).
+CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
+CUT_OFFLOAD_PACE_ROOM (1: copies out paced by room under the limit at every
+hook call instead of by the window; a study knob), CUT_OFFLOAD_FETCH_SLACK (a
+fraction of the limit the fetch ahead leaves free below the target; a study
+knob, default 0).
 Results: $OUT/cut-bench.json and a table on stdout.
 """
 
@@ -169,8 +173,15 @@ def worker(a):
     wi = os.environ.get("CUT_OFFLOAD_WINDOW_IN_FRAC")
     spread = os.environ.get("CUT_OFFLOAD_SPREAD")
     gpace = os.environ.get("CUT_OFFLOAD_GPU_PACE")
-    if (wf or sk or wi or spread or gpace) and L.offload_stats().get("installed"):
+    proom = os.environ.get("CUT_OFFLOAD_PACE_ROOM")
+    fslack = os.environ.get("CUT_OFFLOAD_FETCH_SLACK")
+    if (wf or sk or wi or spread or gpace or proom or fslack) and \
+            L.offload_stats().get("installed"):
         import libvmem_offload
+        if proom:
+            libvmem_offload._off.pace_room = proom != "0"
+        if fslack:
+            libvmem_offload._off.budget.fetch_slack_frac = float(fslack)
         if gpace:
             libvmem_offload._off.gpu_pace = gpace != "0"
         if spread:
@@ -179,6 +190,8 @@ def worker(a):
             libvmem_offload._off.budget.window_frac = float(wf)
         if wi:
             libvmem_offload._off.budget.window_in_frac = float(wi)
+            # a study of the fetch ahead's window: not capped at window_max
+            libvmem_offload._off.budget.window_in_max = 1 << 40
         if sk:
             libvmem_offload._off.learn_skip = sk != "0"
     torch.manual_seed(0)
@@ -270,7 +283,7 @@ def worker(a):
                     ls = off.get("last_step", {})
                     rec["offload"] = {k: ls.get(k, 0) for k in (
                         "offloaded", "prefetched", "late", "late_no_room", "reclaimed", "skipped",
-                        "budget", "device_max", "host_max", "pack_s", "unpack_s", "wait_s")}
+                        "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                     rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
@@ -290,10 +303,12 @@ def worker(a):
                     log("    offload: %.2f GB out, %.2f GB fetched ahead, %.2f GB late (%.2f GB "
                         "for want of room), %.2f GB "
                         "taken back before the copy out was let go, %.2f GB skipped; budget %.2f "
-                        "-> %.2f GB; device max %.2f GB, host max %.2f GB; %d waits (%d on the device)" % (
+                        "-> %.2f GB; device max %.2f GB (before backward %.2f), host max %.2f GB; "
+                        "%d waits (%d on the device)" % (
                             o["offloaded"] / 1e9, o["prefetched"] / 1e9, o["late"] / 1e9,
                             o["late_no_room"] / 1e9, o["reclaimed"] / 1e9, o["skipped"] / 1e9,
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
+                            o.get("fwd_max", 0) / 1e9,
                             o["host_max"] / 1e9, o["waits_out"], o["waits_out_gpu"]))
                     log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB)" % (
                         o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3, rec["trims"],

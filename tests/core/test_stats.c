@@ -238,11 +238,14 @@ Test(stats, step_end_records_min_max)
     vmem_free(v, c);
     s = stats_of(v);
     cr_assert_eq(s.step_device_max, MiB, "last step's values until the step ends");
+    cr_assert_eq(s.cur_step_device_max, 4 * MiB, "the step in progress: its maximum so far");
+    cr_assert_eq(s.cur_step_host_max, 0);
     cr_assert_eq(vmem_step_end(v), VMEM_OK);
     s = stats_of(v);
     cr_assert_eq(s.steps, 2);
     cr_assert_eq(s.step_device_max, 4 * MiB, "max %zu", s.step_device_max);
     cr_assert_eq(s.step_device_min, 0, "min %zu", s.step_device_min);
+    cr_assert_eq(s.cur_step_device_max, 0, "a new step starts at what is in use");
     cr_assert_eq(s.step_host_max, 0);
     /* Step 3: nothing happens: min == max == what is in use (0). */
     cr_assert_eq(vmem_step_end(v), VMEM_OK);
@@ -254,6 +257,9 @@ Test(stats, step_end_records_min_max)
     void *h = vmem_alloc(v, 2 * MiB);
     cr_assert_eq(location_of(v, h), VMEM_LOC_HOST);
     vmem_free(v, h);
+    s = stats_of(v);
+    cr_assert_eq(s.cur_step_host_max, 2 * MiB);
+    cr_assert_eq(s.cur_step_device_max, 16 * MiB);
     cr_assert_eq(vmem_step_end(v), VMEM_OK);
     s = stats_of(v);
     cr_assert_eq(s.step_host_max, 2 * MiB);
