@@ -72,11 +72,10 @@ class Budget:
     last step's largest pass could offload (its eligible saved tensors).  window_out, the
     bytes of copies out in flight, is limit x window_frac and window_in, the
     bytes fetched ahead, limit x window_in_frac (None: window_frac), each
-    between 64 MiB and window_max.  The fetch ahead fills the device up to
-    fetch_target: the target less fetch_slack_frac of the limit."""
+    between 64 MiB and window_max (window_in: window_in_max, if set)."""
 
     def __init__(self, window_max=512 * MiB, window_frac=1 / 32, margin_frac=0.03,
-                 slack_frac=0.02, step_min=64 * MiB, window_in_frac=None, fetch_slack_frac=0.0,
+                 slack_frac=0.02, step_min=64 * MiB, window_in_frac=None,
                  window_in_max=None):
         self.window_max = window_max
         self.window_in_max = window_in_max  # None: window_max
@@ -85,7 +84,6 @@ class Budget:
         self.window_out = self.window_in = window_max
         self.margin_frac = margin_frac
         self.slack_frac = slack_frac
-        self.fetch_slack_frac = fetch_slack_frac
         self.step_min = step_min
         self.bytes = 0
         self.limit = None  # the limit the budget was learned under
@@ -108,10 +106,6 @@ class Budget:
         """The device bytes a step may use under limit: limit less the
         margin (the room the fetch ahead and the step's maximum aim at)."""
         return max(0, limit - int(limit * self.margin_frac))
-
-    def fetch_target(self, limit):
-        """The device bytes the fetch ahead fills up to."""
-        return max(0, self.target(limit) - int(limit * self.fetch_slack_frac))
 
     def set_limit(self, limit):
         def window(frac, most):
@@ -230,15 +224,18 @@ class _Record:
 class Offload:
     """The hooks and their state for one process (all devices)."""
 
-    def __init__(self, torch, in_use, budget=None, min_bytes=MiB, step_max=None):
+    def __init__(self, torch, in_use, budget=None, min_bytes=MiB, step_max=None, watermark=None):
         """in_use(device_index) -> (device bytes in use, limit): libvmem's
         (a cheap vmem_get_stats; tests pass their own).  step_max(device_index)
         -> device bytes in use at the step's maximum so far (libvmem's
         cur_step_device_max), read when a backward pass starts (statistics
-        only); None: not read."""
+        only); None: not read.  watermark(device_index) -> (device bytes in
+        use, the most in use since the last call, limit): libvmem's
+        vmem_device_watermark, for pace_room; None: no pacing by room."""
         self.torch = torch
         self.in_use = in_use
         self.step_max = step_max
+        self.watermark = watermark
         self.budget = budget or Budget()
         self.min_bytes = min_bytes
         self.lock = threading.Lock()
@@ -258,10 +255,13 @@ class Offload:
         # queries on the CPU) grow, and BERT at 50% ran 655-702 ms per step
         # against 376-432 (docs/placement.md, "Pacing on the device")
         self.gpu_pace = False
-        # pacing by room (_room), a study knob: no window; at every hook
-        # call while copies out are in flight, the oldest is waited for only
-        # while libvmem's device bytes in use plus window_out pass the target
+        # pacing by room (_room), a study knob: at every hook call of a cut
+        # step, copies out stay in flight while the device bytes in use plus
+        # what the program allocated before the next hook call in the last
+        # step (its excursion, from libvmem's watermark) stay under the
+        # target; the window paces only where no excursion is known
         self.pace_room = False
+        self.ex_last = []  # the last step's excursion after each hook call
         self.last_offloadable = 0  # the last step's largest pass's eligible bytes
         self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
@@ -305,6 +305,12 @@ class Offload:
         self.step_reclaimed = 0
         self.step_skipped = 0
         self.step_fwd_max = 0  # device bytes in use at the step's maximum before a backward pass
+        # pace_room: the excursion after each hook call this step (bytes the
+        # program allocated above what was in use at the call before the
+        # next one), the hook calls counted, the bytes in use at the last one
+        self.ex = []
+        self.hooks = 0
+        self.wm_used = None
 
     def step_end(self, stats_of, device=None):
         """At a libvmem step end: learn the next budget.  stats_of(device) ->
@@ -342,6 +348,7 @@ class Offload:
                 self.next_skip = {}  # another limit: other timings, learn afresh
             self._skip_limit = limit
             self.skip = self.next_skip
+            self.ex_last = self.ex
             self._reset_step()
             self._mark = (tot["pack_seconds"], tot["unpack_seconds"], tot["wait_seconds"])
 
@@ -377,24 +384,25 @@ class Offload:
         torch = self.torch
         if not isinstance(t, torch.Tensor) or not t.is_cuda:
             return t
-        if self.pace_room and self.pending and not torch.cuda.is_current_stream_capturing():
+        if torch.cuda.is_current_stream_capturing():
+            return t
+        ex = self._hook(t.device.index or 0)
+        if ex is not None and self.pending:
             with self.lock:
-                self._room(t.device.index or 0)
+                self._room(t.device.index or 0, ex)
         n = self._eligible(t)
         if not n:
-            return t
-        if torch.cuda.is_current_stream_capturing():
             return t
         # a limit changed since the budget was learned? (a stats read, ~1 us)
         if self.budget.retarget(self.in_use(t.device.index)[1]) <= 0:
             return t
         t0 = time.perf_counter()
         try:
-            return self._pack(t, n)
+            return self._pack(t, n, ex)
         finally:
             self.totals["pack_seconds"] += time.perf_counter() - t0
 
-    def _pack(self, t, n):
+    def _pack(self, t, n, ex=None):
         torch = self.torch
         with self.lock:
             key = (t.data_ptr(), t._version, tuple(t.shape), t.dtype)
@@ -459,22 +467,38 @@ class Offload:
             # pass waits for the oldest, so the link keeps up with it.  (Not
             # pacing while the device had room, letting the copies queue
             # behind the forward pass, was measured worse: docs/placement.md)
-            if self.pace_room:
-                self._room(t.device.index or 0)
-            while (not self.pace_room and self.pending_bytes > self.budget.window_out and
+            if ex is not None:
+                self._room(t.device.index or 0, ex)
+            while (ex is None and self.pending_bytes > self.budget.window_out and
                    len(self.pending) > 1):
                 self._drop_oldest(block=True, compute=compute if self.gpu_pace else None)
             return r
 
-    def _room(self, device):
-        """Pacing by room (pace_room): lets go of the copies out done, then
-        waits for the oldest while libvmem's device bytes in use plus
-        window_out (what the program may allocate before the next hook)
-        pass the target."""
+    def _hook(self, device):
+        """pace_room, at every hook call of a cut step: learns the excursion
+        of the stretch since the last call from libvmem's watermark, and
+        returns the last step's excursion after this call (None: not known,
+        or pacing by room off)."""
+        if not self.pace_room or self.watermark is None or self.budget.bytes <= 0:
+            return None
+        with self.lock:  # the watermark's buffers, the counts: the forward and backward threads
+            used, most, _ = self.watermark(device)
+            if self.wm_used is not None:
+                self.ex.append(max(0, most - self.wm_used))
+            self.wm_used = used
+            k = self.hooks
+            self.hooks += 1
+            return self.ex_last[k] if k < len(self.ex_last) else None
+
+    def _room(self, device, ex):
+        """Pacing by room: lets go of the copies out done, then waits for
+        the oldest while libvmem's device bytes in use plus ex (what the
+        program allocated before the next hook call in the last step) pass
+        the target."""
         self._drain(block=False)
         while self.pending:
             used, limit = self.in_use(device)
-            if used + self.budget.window_out <= self.budget.target(limit):
+            if used + ex <= self.budget.target(limit):
                 return
             self._drop_oldest(block=True)
 
@@ -576,7 +600,7 @@ class Offload:
             # room a copy back would (its memory goes back once its copy out
             # is done, so holding it early is not free)
             i = self._pending_at(r)
-            if used + (0 if i >= 0 else r.nbytes) > self.budget.fetch_target(limit):
+            if used + (0 if i >= 0 else r.nbytes) > self.budget.target(limit):
                 return
             if i >= 0:
                 self._reclaim(r, i, ahead=True)
@@ -604,11 +628,13 @@ class Offload:
         self.in_backward = True
         if torch.cuda.is_current_stream_capturing():
             return self._unpack_captured(p)
+        ex = self._hook(p.device.index or 0) if getattr(p, "is_cuda", False) or \
+            isinstance(p, _Record) else None
         if not isinstance(p, _Record):
             if self.records:
                 with self.lock:
-                    if self.pace_room:
-                        self._room(self.records[0].device.index or 0)
+                    if ex is not None:
+                        self._room(self.records[0].device.index or 0, ex)
                     self._drain(block=False)
                     self._prefetch()
             return p
@@ -632,8 +658,8 @@ class Offload:
             if r.reclaimed and r.unpacks == 0 and self.learn_skip and not r.out_done.query():
                 self.next_skip[r.cand] = r.nbytes
             dev = self._hand_out(r)
-            if self.pace_room:
-                self._room(r.device.index or 0)
+            if ex is not None:
+                self._room(r.device.index or 0, ex)
             self._drain(block=False)
             self._prefetch()
             return dev
@@ -734,6 +760,26 @@ def _stats_reader(lib_mod):
     return read
 
 
+def _watermark_reader(lib_mod):
+    import ctypes
+    lib = lib_mod.load()
+    fn = getattr(lib, "vmem_device_watermark", None)
+    if fn is None:  # an older libvmem: no pacing by room
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] + [ctypes.POINTER(ctypes.c_size_t)] * 3
+    peek = lib.vmem_instance_peek
+    vals = [ctypes.c_size_t() for _ in range(3)]
+    refs = [ctypes.byref(x) for x in vals]
+
+    def read(device):
+        v = peek(device)
+        if not v or fn(v, *refs) != 0:
+            return 0, 0, 1 << 62
+        return vals[0].value, vals[1].value, vals[2].value
+    return read
+
+
 def install(lib_mod, torch, min_bytes=MiB, budget=None):
     """Installs the saved tensor hooks (process-wide default hooks, pushed
     on the calling thread, where the forward pass must run).  Idempotent;
@@ -751,7 +797,8 @@ def install(lib_mod, torch, min_bytes=MiB, budget=None):
         s = _read(device)
         return s.cur_step_device_max if s is not None else 0
 
-    _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes, step_max=step_max)
+    _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes, step_max=step_max,
+                   watermark=_watermark_reader(lib_mod))
     torch._C._autograd._push_saved_tensors_default_hooks(_off.pack, _off.unpack)
     return _off
 

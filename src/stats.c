@@ -23,6 +23,23 @@ vmem_placement_t placement_in_force(const vmem_t *v)
                                                               : VMEM_PLACEMENT_FARTHEST;
 }
 
+vmem_status_t vmem_device_watermark(vmem_t *v, size_t *in_use, size_t *max_since, size_t *limit)
+{
+    if (!v)
+        return VMEM_INVALID_ARG(v);
+    pthread_mutex_lock(&v->lock);
+    size_t d = v->dev.in_use - v->dev.host_in_use;
+    if (in_use)
+        *in_use = d;
+    if (max_since)
+        *max_since = v->wm_dev > d ? v->wm_dev : d;
+    if (limit)
+        *limit = v->dev.limit;
+    v->wm_dev = d;
+    pthread_mutex_unlock(&v->lock);
+    return VMEM_OK;
+}
+
 vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
 {
     if (!v || !out || out->size < offsetof(vmem_stats_t, limit))

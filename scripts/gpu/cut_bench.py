@@ -28,16 +28,16 @@ transition, three trial steps for each of three rules, then three under the
 rule chosen), CUT_RAISED (R, 3), CUT_UNCUT (0: no uncut process), CUT_PROFILE
 (1: profiler table of the last step of each cut), CUT_OFFLOAD_WINDOW_FRAC (a
 study knob: the offload's windows as a fraction of the limit, default 1/32),
-CUT_OFFLOAD_WINDOW_IN_FRAC (the fetch ahead's window alone, a study knob),
+CUT_OFFLOAD_WINDOW_IN_FRAC (the fetch ahead's window alone, not capped at
+512 MiB; a study knob),
 CUT_OFFLOAD_SPREAD (1: offload candidates spread over the pass, in the
 proportion budget / offloadable, rather than the first ones; a study knob),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
 each stream's busy time,
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
-CUT_OFFLOAD_PACE_ROOM (1: copies out paced by room under the limit at every
-hook call instead of by the window; a study knob), CUT_OFFLOAD_FETCH_SLACK (a
-fraction of the limit the fetch ahead leaves free below the target; a study
-knob, default 0).
+CUT_OFFLOAD_PACE_ROOM (1: copies out paced by the room under the limit that
+the last step's allocations between hook calls leave, instead of by the
+window; a study knob).
 Results: $OUT/cut-bench.json and a table on stdout.
 """
 
@@ -174,14 +174,11 @@ def worker(a):
     spread = os.environ.get("CUT_OFFLOAD_SPREAD")
     gpace = os.environ.get("CUT_OFFLOAD_GPU_PACE")
     proom = os.environ.get("CUT_OFFLOAD_PACE_ROOM")
-    fslack = os.environ.get("CUT_OFFLOAD_FETCH_SLACK")
-    if (wf or sk or wi or spread or gpace or proom or fslack) and \
+    if (wf or sk or wi or spread or gpace or proom) and \
             L.offload_stats().get("installed"):
         import libvmem_offload
         if proom:
             libvmem_offload._off.pace_room = proom != "0"
-        if fslack:
-            libvmem_offload._off.budget.fetch_slack_frac = float(fslack)
         if gpace:
             libvmem_offload._off.gpu_pace = gpace != "0"
         if spread:
