@@ -8,7 +8,9 @@
 # Environment: BUILD (default build-gpu), TRACES (directory of *.txt.gz),
 # BACKENDS (default "vmm"), ROUNDS (default 6), REPEAT (timed passes per
 # process, default 11), VAR (the variable alternated, default VMEM_LAYOUT),
-# VALUES (default "0 1").  Writes $OUT/replay-alternate.jsonl (one line per
+# VALUES (default "0 1"); VAR=- makes each value a comma-separated list of
+# assignments, "default" none (VALUES="VMEM_GROWTH=legacy,VMEM_TRIM=off default":
+# the policy before issue 14 against today's).  Writes $OUT/replay-alternate.jsonl (one line per
 # process, with the setting) and prints, per trace, backend and value: the
 # median of the processes' medians, the median and the lowest of their
 # fastest passes, and held/live.
@@ -32,7 +34,12 @@ for r in $(seq "$ROUNDS"); do
     for t in "${traces[@]}"; do
         for b in $BACKENDS; do
             for v in $VALUES; do
-                line=$(env "$VAR=$v" "$BUILD/bench/vmem-replay" --backend "$b" --repeat "$REPEAT" "$t") ||
+                if [ "$VAR" = - ]; then
+                    IFS=, read -r -a set <<<"$([ "$v" = default ] || echo "$v")"
+                else
+                    set=("$VAR=$v")
+                fi
+                line=$(env "${set[@]}" "$BUILD/bench/vmem-replay" --backend "$b" --repeat "$REPEAT" "$t") ||
                     { echo "replay-alternate: $t $b $VAR=$v: exit $?"; continue; }
                 printf '{"round": %d, "var": "%s", "value": "%s", "run": %s}\n' "$r" "$VAR" "$v" \
                     "$line" >>"$J"
