@@ -640,15 +640,7 @@ static bfc_chunk_t *chunk_settle_host(bfc_arena_t *a, bfc_chunk_t *c)
             }
             break;
         }
-        rest->addr = cut;
-        rest->size = end - cut;
-        rest->region = last->region;
-        rest->prev = last;
-        rest->next = last->next;
-        if (last->next)
-            last->next->prev = rest;
-        last->next = rest;
-        last->size = cut - last->addr;
+        chunk_split(last, rest, cut); /* the piece keeps the chunk's free age (seq) */
         last = rest;
     }
     bfc_chunk_t *first = NULL;

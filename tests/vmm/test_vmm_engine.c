@@ -251,6 +251,38 @@ Test(vmm_spill, kept_host_memory_goes_when_over_the_host_limit)
     arena_close();
 }
 
+/* A free chunk cut where its backing changes (chunk_settle_host) keeps its
+ * free age in every piece: VMEM_TRIM_AGE reads it (a piece at age 0 would
+ * look freed long ago and be trimmed first). */
+Test(vmm_spill, settled_pieces_keep_their_free_age)
+{
+    arena_open(1, GiB, 16 * MiB);
+    void *d = alloc_ok(12 * MiB);
+    /* s1 ends 1 MiB into its last granule; that free remainder merges with
+     * s2's memory once s2 is freed: one free chunk from a granule s1 shares
+     * into s2's granules. */
+    void *s1 = bfc_alloc_spill(&a, 9 * MiB, 0, GiB);
+    void *s2 = bfc_alloc_spill(&a, 10 * MiB, 0, GiB);
+    cr_assert(s1 && s2);
+    free_ok(s2);
+    free_ok(d);
+    uint64_t freed = a.seq;
+    /* s1 goes back to the device: its last granule changes backing under
+     * the free chunk, which is cut there. */
+    bfc_moves_t mv;
+    cr_assert_eq(bfc_rebalance(&a, GiB, &mv), VMEM_OK);
+    CHECK();
+    cr_assert_eq(host_bytes(s1, 9 * MiB), 0, "s1 moved back");
+    for (const bfc_region_t *r = a.regions; r; r = r->next)
+        for (const bfc_chunk_t *c = r->first; c; c = c->next)
+            if (!c->in_use && c->addr >= (uintptr_t)s1 && c->addr < (uintptr_t)s2 + 10 * MiB)
+                cr_assert_eq(c->seq, freed, "free piece at +%zu MiB: seq %llu, freed at %llu",
+                             (size_t)(c->addr - (uintptr_t)s1) >> 20,
+                             (unsigned long long)c->seq, (unsigned long long)freed);
+    free_ok(s1);
+    arena_close();
+}
+
 Test(vmm_spill, host_room_is_a_cap)
 {
     arena_open(1, GiB, 8 * MiB);
