@@ -386,16 +386,18 @@ typedef struct vmem_stats {
  * smaller than the first version's header. */
 VMEM_API vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *stats);
 
-/* A watermark of device bytes in use (as device_in_use), for a hook that
- * runs between a program's allocations and wants to know how far they went
- * in between (libvmem_offload.py learns the room each stretch of a step
- * needs from it).  *in_use gets the bytes in use now; *max_since the most in
- * use at any moment since the previous call (since vmem_create for the
- * first), not less than *in_use; *limit the limit in force.  The watermark
- * then starts again from now.  One watermark per instance: two callers
- * would shorten each other's stretches.  Any output pointer may be NULL. */
-VMEM_API vmem_status_t vmem_device_watermark(vmem_t *v, size_t *in_use, size_t *max_since,
-                                             size_t *limit);
+/* A watermark of the bytes in use by the instance's live blocks, wherever
+ * they lie (device and host: what the program asked for, whatever the
+ * placement made of it), for a hook that runs between a program's
+ * allocations and wants to know how far they went in between
+ * (libvmem_offload.py learns the room each stretch of a step needs from
+ * it).  *in_use gets the bytes in use now; *max_since the most in use at any
+ * moment since the previous call (since vmem_create for the first), not less
+ * than *in_use; *limit the device limit in force.  The watermark then starts
+ * again from now.  One watermark per instance: two callers would shorten
+ * each other's stretches.  Any output pointer may be NULL. */
+VMEM_API vmem_status_t vmem_watermark(vmem_t *v, size_t *in_use, size_t *max_since,
+                                      size_t *limit);
 
 /* Renders the statistics as one JSON object (AntMan's keys deviceMemUsedMax,
  * deviceMemUsedMin, deviceMemPoolSize, deviceMemStable, hostMemUsedMax,

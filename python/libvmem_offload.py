@@ -229,9 +229,10 @@ class Offload:
         (a cheap vmem_get_stats; tests pass their own).  step_max(device_index)
         -> device bytes in use at the step's maximum so far (libvmem's
         cur_step_device_max), read when a backward pass starts (statistics
-        only); None: not read.  watermark(device_index) -> (device bytes in
-        use, the most in use since the last call, limit): libvmem's
-        vmem_device_watermark, for pace_room; None: no pacing by room."""
+        only); None: not read.  watermark(device_index) -> (bytes in use by
+        live blocks, device and host, the most in use since the last call,
+        limit): libvmem's vmem_watermark, for pace_room; None: no pacing by
+        room."""
         self.torch = torch
         self.in_use = in_use
         self.step_max = step_max
@@ -311,6 +312,15 @@ class Offload:
         self.ex = []
         self.hooks = 0
         self.wm_used = None
+        self.step_room_waits = 0  # pace_room: copies out waited for for want of room
+        # pace_room: the most in use over the step's stretches less the
+        # copies out in flight during each: the step's maximum had the
+        # copies been let go at once, which the budget learns from (pacing
+        # by room fills the device up to the target whatever the budget)
+        self.step_drained = 0
+        # pace_room: the stretch whose excursion most outgrew the last step's
+        # at the same call (call number, bytes over), a check of the learning
+        self.step_ex_miss = (-1, 0)
 
     def step_end(self, stats_of, device=None):
         """At a libvmem step end: learn the next budget.  stats_of(device) ->
@@ -319,10 +329,13 @@ class Offload:
         else `device` (the step end's), else the current CUDA device (one
         budget per process: a rank of a multi-GPU job runs on its own)."""
         with self.lock:
-            self._drain(block=True)
             dev = self.records[0].device.index if self.records else device
             if dev is None:
                 dev = self.torch.cuda.current_device()
+            if self.wm_used is not None:  # the stretch since the last hook call
+                _, most, _ = self.watermark(dev)
+                self.step_drained = max(self.step_drained, most - self.pending_bytes)
+            self._drain(block=True)
             limit, dmax, hmax = stats_of(dev)
             tot = self.totals
             self.last_step = {"pack_s": tot["pack_seconds"] - self._mark[0],
@@ -334,12 +347,20 @@ class Offload:
                               "reclaimed": self.step_reclaimed, "skipped": self.step_skipped,
                               "budget": self.budget.bytes, "device_max": dmax, "host_max": hmax,
                               "fwd_max": self.step_fwd_max,
+                              "hooks": self.hooks, "ex_known": len(self.ex_last),
+                              "ex_max": max(self.ex) if self.ex else 0,
+                              "room_waits": self.step_room_waits,
+                              "ex_miss_at": self.step_ex_miss[0], "ex_miss": self.step_ex_miss[1],
                               "limit": limit, "host_pinned": self.pool.held,
                               "host_pinned_new": self.pool.new_bytes}
             if self.step_offloaded:
                 self.totals["steps_active"] += 1
             self.pool.new_bytes = 0
-            self.budget.step_end(limit, dmax, hmax, self.max_pass_offloadable)
+            # paced by room, the device maximum is the copies' doing as much
+            # as the step's: the budget learns from the maximum without them
+            learn = min(dmax, self.step_drained) if self.step_drained else dmax
+            self.last_step["drained_max"] = self.step_drained
+            self.budget.step_end(limit, learn, hmax, self.max_pass_offloadable)
             self.last_offloadable = self.max_pass_offloadable
             if not self.budget.bytes and not self.step_offloaded:
                 self.pool.clear()
@@ -484,7 +505,13 @@ class Offload:
         with self.lock:  # the watermark's buffers, the counts: the forward and backward threads
             used, most, _ = self.watermark(device)
             if self.wm_used is not None:
-                self.ex.append(max(0, most - self.wm_used))
+                # the copies in flight now were in flight all through the stretch
+                self.step_drained = max(self.step_drained, most - self.pending_bytes)
+                e = max(0, most - self.wm_used)
+                j = len(self.ex)
+                if j < len(self.ex_last) and e - self.ex_last[j] > self.step_ex_miss[1]:
+                    self.step_ex_miss = (j, e - self.ex_last[j])
+                self.ex.append(e)
             self.wm_used = used
             k = self.hooks
             self.hooks += 1
@@ -500,6 +527,7 @@ class Offload:
             used, limit = self.in_use(device)
             if used + ex <= self.budget.target(limit):
                 return
+            self.step_room_waits += 1
             self._drop_oldest(block=True)
 
     def _drop_oldest(self, block, compute=None):
@@ -763,7 +791,7 @@ def _stats_reader(lib_mod):
 def _watermark_reader(lib_mod):
     import ctypes
     lib = lib_mod.load()
-    fn = getattr(lib, "vmem_device_watermark", None)
+    fn = getattr(lib, "vmem_watermark", None)
     if fn is None:  # an older libvmem: no pacing by room
         return None
     fn.restype = ctypes.c_int

@@ -666,6 +666,37 @@ class HooksTest(unittest.TestCase):
             o2.pack(torch2.cuda_tensor(4 * MiB, float(k)))
         self.assertEqual((len(o2.pending), torch2.syncs), (1, 2))
 
+    def test_paced_by_room_the_budget_learns_the_maximum_without_the_copies_in_flight(self):
+        limit = 10 * GiB
+        wm = {"used": GiB, "most": GiB}
+        torch, o, state = make(GiB, used=GiB, limit=limit,
+                               watermark=lambda dev: (wm["used"], wm["most"], limit))
+        o.pace_room = True
+        o.ex_last = [0] * 16  # room known everywhere: the copies stay in flight
+        torch.copies_done = False
+        target = o.budget.target(limit)
+        # the forward pass fills the device up to just under the target, 1 GiB
+        # of it the copies in flight (each stretch adds what the last saved)
+        packed = []
+        for k in range(4):
+            wm["most"] = target - 100 * MiB - GiB + k * 256 * MiB
+            packed.append(o.pack(torch.cuda_tensor(256 * MiB, float(k))))
+        wm["most"] = target - 100 * MiB
+        self.assertEqual(o.pending_bytes, GiB)
+        o.step_end(lambda dev: (limit, target - 100 * MiB, 0))
+        # the maximum read as just under the target (which alone keeps the
+        # budget), but without the copies it was 1 GiB lower: lowered
+        self.assertEqual(o.last_step["drained_max"], target - 100 * MiB - GiB)
+        self.assertLess(o.budget.bytes, GiB)
+        del packed
+        # without pacing by room the same step keeps the budget
+        torch2, o2, _ = make(GiB, used=GiB, limit=limit)
+        torch2.copies_done = False
+        packed2 = [o2.pack(torch2.cuda_tensor(256 * MiB, float(k))) for k in range(4)]
+        o2.step_end(lambda dev: (limit, target - 100 * MiB, 0))
+        self.assertEqual(o2.budget.bytes, GiB)
+        del packed2
+
     def test_the_forward_maximum_is_read_once_per_backward_pass(self):
         reads = []
 

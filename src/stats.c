@@ -23,19 +23,19 @@ vmem_placement_t placement_in_force(const vmem_t *v)
                                                               : VMEM_PLACEMENT_FARTHEST;
 }
 
-vmem_status_t vmem_device_watermark(vmem_t *v, size_t *in_use, size_t *max_since, size_t *limit)
+vmem_status_t vmem_watermark(vmem_t *v, size_t *in_use, size_t *max_since, size_t *limit)
 {
     if (!v)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
-    size_t d = v->dev.in_use - v->dev.host_in_use;
+    size_t d = v->dev.in_use + v->host.in_use; /* device arena (spills in place too) and host arena */
     if (in_use)
         *in_use = d;
     if (max_since)
-        *max_since = v->wm_dev > d ? v->wm_dev : d;
+        *max_since = v->wm_all > d ? v->wm_all : d;
     if (limit)
         *limit = v->dev.limit;
-    v->wm_dev = d;
+    v->wm_all = d;
     pthread_mutex_unlock(&v->lock);
     return VMEM_OK;
 }

@@ -359,12 +359,12 @@ static void step_track(vmem_t *v)
         v->step_dev_min = d;
     if (d > v->step_dev_max)
         v->step_dev_max = d;
-    if (d > v->wm_dev)
-        v->wm_dev = d;
     if (h < v->step_host_min)
         v->step_host_min = h;
     if (h > v->step_host_max)
         v->step_host_max = h;
+    if (d + h > v->wm_all)
+        v->wm_all = d + h;
 }
 
 /* 1 when stream handles are real CUDA streams.  On a simulated device they

@@ -52,7 +52,7 @@ struct vmem {
     size_t step_dev_min, step_dev_max, step_host_min, step_host_max;
     size_t last_step_dev_min, last_step_dev_max, last_step_host_min, last_step_host_max;
     size_t stable_dev, stable_host; /* in use at the last step end */
-    size_t wm_dev; /* device bytes in use at their most since the last vmem_device_watermark */
+    size_t wm_all; /* bytes in use (device and host) at their most since the last vmem_watermark */
     /* held-but-unused integral (stats.c): value and time of the last read */
     double unused_integral, unused_t0, unused_t;
     size_t unused_last;

@@ -280,7 +280,8 @@ def worker(a):
                     ls = off.get("last_step", {})
                     rec["offload"] = {k: ls.get(k, 0) for k in (
                         "offloaded", "prefetched", "late", "late_no_room", "reclaimed", "skipped",
-                        "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s")}
+                        "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
+                        "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                     rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
@@ -310,6 +311,11 @@ def worker(a):
                     log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB)" % (
                         o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3, rec["trims"],
                         rec["trimmed"] / 1e9))
+                    if o["hooks"]:
+                        log("    pace_room: %d hook calls (%d excursions known), largest "
+                            "excursion %.2f GB, %d waits for room; largest miss %.2f GB at "
+                            "call %d" % (o["hooks"], o["ex_known"], o["ex_max"] / 1e9,
+                                         o["room_waits"], o["ex_miss"] / 1e9, o["ex_miss_at"]))
                 i += 1
         if a.bandwidth:
             res["bandwidth"] = bandwidths(L, torch)
