@@ -215,6 +215,16 @@ def make(budget_bytes=0, used=0, limit=64 * GiB, **kw):
     return torch, o, state
 
 
+def paced_by_room(limit):
+    """An Offload with pacing by room over a watermark the test sets
+    (wm["used"], wm["most"]), 1 GiB in use; returns (torch, o, wm)."""
+    wm = {"used": GiB, "most": GiB}
+    torch, o, _ = make(GiB, used=GiB, limit=limit,
+                       watermark=lambda dev: (wm["used"], wm["most"], limit))
+    o.pace_room = True
+    return torch, o, wm
+
+
 def offloaded(torch, o, n, nbytes=4 * MiB):
     """n tensors packed, their copies out done and their device tensors let
     go (the usual state when backward starts); returns (tensors, packed)."""
@@ -626,13 +636,9 @@ class HooksTest(unittest.TestCase):
         self.assertIs(o.pack(t), t)
         self.assertEqual(o.budget.bytes, 0)
 
-
     def test_pacing_by_room_keeps_copies_in_flight_where_the_last_step_had_room(self):
         limit = 10 * GiB
-        wm = {"used": GiB, "most": GiB}
-        torch, o, state = make(GiB, used=GiB, limit=limit,
-                               watermark=lambda dev: (wm["used"], wm["most"], limit))
-        o.pace_room = True
+        torch, o, wm = paced_by_room(limit)
         o.budget.window_out = 4 * MiB
         # step 1 learns the excursions: after hook call 2 the program went
         # 9 GiB above what was in use (the loss, say), elsewhere nowhere
@@ -668,10 +674,7 @@ class HooksTest(unittest.TestCase):
 
     def test_paced_by_room_the_budget_learns_the_maximum_without_the_copies_in_flight(self):
         limit = 10 * GiB
-        wm = {"used": GiB, "most": GiB}
-        torch, o, state = make(GiB, used=GiB, limit=limit,
-                               watermark=lambda dev: (wm["used"], wm["most"], limit))
-        o.pace_room = True
+        torch, o, wm = paced_by_room(limit)
         o.ex_last = [0] * 16  # room known everywhere: the copies stay in flight
         torch.copies_done = False
         target = o.budget.target(limit)
