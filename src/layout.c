@@ -47,6 +47,20 @@ void layout_init(layout_t *lo, int enabled, uint64_t min_size)
     lo->state = LAYOUT_OFF;
 }
 
+void layout_report(const layout_t *lo, struct vmem *v)
+{
+    if (!lo->stats.plans)
+        return;
+    vmem_log(v, VMEM_LOG_INFO,
+             "layout: %llu plans (%.3f s), %llu steps reused a plan, %llu followed one to its "
+             "end, %llu left one; %llu blocks at their planned address, %llu elsewhere",
+             (unsigned long long)lo->stats.plans, lo->stats.plan_seconds,
+             (unsigned long long)lo->stats.reused_steps,
+             (unsigned long long)lo->stats.followed_steps,
+             (unsigned long long)lo->stats.diverged_steps, (unsigned long long)lo->stats.placed,
+             (unsigned long long)lo->stats.fallbacks);
+}
+
 void layout_fini(layout_t *lo)
 {
     for (int i = 0; i < LAYOUT_PLANS; i++)

@@ -115,6 +115,11 @@ vmem_status_t layout_from_env(int *enabled, uint64_t *min_size);
 void layout_init(layout_t *lo, int enabled, uint64_t min_size);
 void layout_fini(layout_t *lo);
 
+/* Logs, through the instance's log (INFO), what the layout did over its
+ * life, if it made any plan: called by vmem_destroy. */
+struct vmem;
+void layout_report(const layout_t *lo, struct vmem *v);
+
 /* Called while matching (not on the hot path): see layout_next. */
 uintptr_t layout_match(layout_t *lo, uint64_t req, uintptr_t stream, const place_t *pl,
                        const bfc_arena_t *a);

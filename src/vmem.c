@@ -290,16 +290,7 @@ void vmem_destroy(vmem_t *v)
     for (int i = 0; i < v->nstreams; i++)
         backend_fence_destroy(v->fences[i]);
     size_t live = bfc_fini(&v->dev) + bfc_fini(&v->host);
-    if (v->layout.stats.plans)
-        vmem_log(v, VMEM_LOG_INFO,
-                 "layout: %llu plans (%.3f s), %llu steps reused a plan, %llu followed one to its "
-                 "end, %llu left one; %llu blocks at their planned address, %llu elsewhere",
-                 (unsigned long long)v->layout.stats.plans, v->layout.stats.plan_seconds,
-                 (unsigned long long)v->layout.stats.reused_steps,
-                 (unsigned long long)v->layout.stats.followed_steps,
-                 (unsigned long long)v->layout.stats.diverged_steps,
-                 (unsigned long long)v->layout.stats.placed,
-                 (unsigned long long)v->layout.stats.fallbacks);
+    layout_report(&v->layout, v);
     layout_fini(&v->layout);
     place_fini(&v->place);
     if (live)

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
@@ -284,6 +285,35 @@ Test(layout, instance_closes_the_hole)
     cr_assert_leq(v->layout.stats.plans, 2, "planned once (per live set), not per step");
     vmem_free(v, w);
     vmem_destroy(v);
+}
+
+/* vmem_destroy reports, at INFO, what the layout did (layout_report). */
+static void keep_layout_line(void *ctx, vmem_log_level_t level, const char *msg)
+{
+    if (level == VMEM_LOG_INFO && strncmp(msg, "layout: ", 8) == 0)
+        snprintf(ctx, 256, "%s", msg);
+}
+
+Test(layout, reported_at_destroy)
+{
+    char line[256] = "";
+    vmem_config_t cfg;
+    vmem_config_init(&cfg);
+    cfg.backend = VMEM_BACKEND_SIM_VMM;
+    cfg.sim_capacity = (size_t)16 << 30;
+    cfg.log_fn = keep_layout_line;
+    cfg.log_ctx = line;
+    cfg.log_level = VMEM_LOG_INFO;
+    vmem_t *v = NULL;
+    cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+    for (int step = 0; step < 4; step++)
+        logits_step(v, 64 * U);
+    uint64_t plans = v->layout.stats.plans;
+    cr_assert_geq(plans, 1);
+    vmem_destroy(v);
+    char want[64];
+    snprintf(want, sizeof want, "layout: %llu plans (", (unsigned long long)plans);
+    cr_assert(strncmp(line, want, strlen(want)) == 0, "got \"%s\"", line);
 }
 
 /* Steps that differ from the plan: the plan is dropped where the step
