@@ -721,23 +721,34 @@ static void arena_release_host(bfc_arena_t *a)
     }
 }
 
+/* Takes the free chunk c (in its bin) out of the bins from at on: the part
+ * below at, if any, is cut off and stays free in its bin.  Returns the chunk
+ * starting at at, out of the bins, or NULL (c unchanged, still in its bin)
+ * if no chunk record could be allocated. */
+static bfc_chunk_t *chunk_unbin_from(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t at)
+{
+    if (c->addr < at) {
+        bfc_chunk_t *r = chunk_new(a);
+        if (!r)
+            return NULL;
+        bin_remove(a, c);
+        chunk_split(c, r, at);
+        bin_insert(a, c);
+        return r;
+    }
+    bin_remove(a, c);
+    return c;
+}
+
 /* Gives back [lo, hi) (granule-aligned), covered by consecutive free chunks
  * of which c holds lo: cuts them at lo and hi, joins what lies between into
  * one chunk and punches it.  Returns 0, or -1 if metadata could not be
  * allocated (the chunks are then merged but otherwise unchanged). */
 static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi)
 {
-    if (c->addr < lo) {
-        bfc_chunk_t *r = chunk_new(a);
-        if (!r)
-            return -1;
-        bin_remove(a, c);
-        chunk_split(c, r, lo);
-        bin_insert(a, c);
-        c = r;
-    } else {
-        bin_remove(a, c);
-    }
+    c = chunk_unbin_from(a, c, lo);
+    if (!c)
+        return -1;
     while (c->addr + c->size < hi) {
         bfc_chunk_t *n = c->next;
         assert(n && !n->in_use);
@@ -1228,18 +1239,10 @@ void *bfc_alloc_at(bfc_arena_t *a, size_t size, uintptr_t stream, uintptr_t addr
         a->last_fail = BFC_FAIL_LIMIT;
         return NULL;
     }
-    if (c->addr < addr) { /* the part below addr stays free */
-        bfc_chunk_t *hi = chunk_new(a);
-        if (!hi) {
-            a->last_fail = BFC_FAIL_BACKEND;
-            return NULL;
-        }
-        bin_remove(a, c);
-        chunk_split(c, hi, addr);
-        bin_insert(a, c);
-        c = hi;
-    } else {
-        bin_remove(a, c);
+    c = chunk_unbin_from(a, c, addr); /* the part below addr stays free */
+    if (!c) {
+        a->last_fail = BFC_FAIL_BACKEND;
+        return NULL;
     }
     /* c is out of the bins (chunk_take would put it in and take it out) */
     if (!chunk_take_from(a, c, rs, size, 0)) {
