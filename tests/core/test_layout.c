@@ -234,19 +234,30 @@ static vmem_t *open_simvmm(void)
     return v;
 }
 
-/* One step of the logits pattern (sizes in units of 64 MiB): returns the
- * span of the step's four blocks' addresses (highest end - lowest start). */
+/* The logits blocks (sizes in units of 64 MiB): A (4), B (4), C (8), A
+ * freed, then D (8), which does not fit in A's hole.  blk gets A (freed), B,
+ * C, D. */
+static void logits_blocks(vmem_t *v, uint64_t unit, char *blk[4])
+{
+    blk[0] = vmem_alloc(v, 4 * unit);
+    blk[1] = vmem_alloc(v, 4 * unit);
+    blk[2] = vmem_alloc(v, 8 * unit);
+    cr_assert(blk[0] && blk[1] && blk[2]);
+    vmem_free(v, blk[0]);
+    blk[3] = vmem_alloc(v, 8 * unit);
+    cr_assert_not_null(blk[3]);
+}
+
+/* One step of the logits pattern: returns the span of the step's four
+ * blocks' addresses (highest end - lowest start). */
 static uint64_t logits_step(vmem_t *v, uint64_t unit)
 {
     void *small[6];
     for (int i = 0; i < 3; i++)
         small[i] = vmem_alloc(v, 4096 + (size_t)i);
-    char *A = vmem_alloc(v, 4 * unit), *B = vmem_alloc(v, 4 * unit);
-    char *C = vmem_alloc(v, 8 * unit);
-    cr_assert(A && B && C);
-    vmem_free(v, A);
-    char *D = vmem_alloc(v, 8 * unit);
-    cr_assert_not_null(D);
+    char *blk[4];
+    logits_blocks(v, unit, blk);
+    char *A = blk[0], *B = blk[1], *C = blk[2], *D = blk[3];
     for (int i = 3; i < 6; i++)
         small[i] = vmem_alloc(v, 8192 + (size_t)i);
     char *lo = A, *hi = A + 4 * unit;
@@ -403,15 +414,10 @@ Test(layout, carry_learned_only_for_a_plan)
             small[i] = vmem_alloc(v, 4096 + (size_t)i);
         if (carried)
             vmem_free(v, carried);
-        char *A = vmem_alloc(v, 4 * unit), *B = vmem_alloc(v, 4 * unit);
-        char *C = vmem_alloc(v, 8 * unit);
-        cr_assert(A && B && C);
-        vmem_free(v, A);
-        char *D = vmem_alloc(v, 8 * unit);
-        cr_assert_not_null(D);
-        vmem_free(v, B);
-        vmem_free(v, C);
-        vmem_free(v, D);
+        char *blk[4];
+        logits_blocks(v, unit, blk);
+        for (int i = 1; i < 4; i++)
+            vmem_free(v, blk[i]);
         for (int i = 0; i < 3; i++)
             vmem_free(v, small[i]);
         carried = vmem_alloc(v, (step < 5 ? 2 : 3) * unit); /* step 6: a new live set */
