@@ -67,26 +67,8 @@ if [ ! -x "$BUILD/bench/vmem-replay" ] || [ ! -x "$BUILD/bench/cuda-replay" ]; t
     } >"$OUT/build-libvmem.log" 2>&1 || note "libvmem build failed (build-libvmem.log)"
 fi
 
-TORCH_BUILD=${TORCH_BUILD:-$REPO/build-compare/torch-build}   # not under $OUT: no binaries in the results
-TORCH_BIN=$TORCH_BUILD/torch-replay
-build_torch() {
-    local dir=$TORCH_BUILD paths inc libs abi
-    mkdir -p "$dir"
-    paths=$("$PYTHON" -c "import torch, torch.utils.cpp_extension as c; print(';'.join(c.include_paths())); print(';'.join(c.library_paths())); print(int(torch.compiled_with_cxx11_abi())); print(torch.__version__)") || return 1
-    inc=$(sed -n 1p <<<"$paths" | tr ';' '\n' | sed 's/^/-I/' | tr '\n' ' ')
-    libs=$(sed -n 2p <<<"$paths" | tr ';' '\n' | sed -e 's/^/-L/' | tr '\n' ' ')
-    local rpath
-    rpath=$(sed -n 2p <<<"$paths" | tr ';' '\n' | sed -e 's/^/-Wl,-rpath,/' | tr '\n' ' ')
-    abi=$(sed -n 3p <<<"$paths")
-    TORCH_VERSION=$(sed -n 4p <<<"$paths")
-    cc -O2 -std=c11 -D_GNU_SOURCE -Ibench -c bench/trace.c -o "$dir/trace.o" &&
-        cc -O2 -std=c11 -D_GNU_SOURCE -Ibench -c bench/replay.c -o "$dir/replay.o" &&
-        # shellcheck disable=SC2086
-        c++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="$abi" -Ibench $inc -I"$CUDA_HOME/include" \
-            bench/torch_replay.cc "$dir/trace.o" "$dir/replay.o" -o "$TORCH_BIN" \
-            $libs $rpath -Wl,--allow-shlib-undefined -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -lc10_cuda \
-            -Wl,--as-needed -lz -lm
-}
+# shellcheck source=bench/torch-replay-build.sh
+. bench/torch-replay-build.sh
 TORCH_VERSION=?
 build_torch >"$OUT/build-torch.log" 2>&1 || note "torch-replay did not build (build-torch.log)"
 

@@ -10,7 +10,13 @@
 # process, default 11), VAR (the variable alternated, default VMEM_LAYOUT),
 # VALUES (default "0 1"); VAR=- makes each value a comma-separated list of
 # assignments, "default" none (VALUES="VMEM_GROWTH=legacy,VMEM_TRIM=off default":
-# the policy before issue 14 against today's).  Writes $OUT/replay-alternate.jsonl (one line per
+# the policy before issue 14 against today's).  BACKENDS may also name
+# "torch" and "torch-expandable": PyTorch's caching allocator through
+# bench/torch_replay.cc (built first, bench/torch-replay-build.sh), one
+# process per run in the same rotation, with VAR unset (its rows carry the
+# value "-"), so libvmem's ns/op is read against PyTorch's over many
+# processes (issue 11: at most 0.2x).  PIN=CPU runs every process under
+# `taskset -c CPU`.  Writes $OUT/replay-alternate.jsonl (one line per
 # process, with the setting) and prints, per trace, backend and value: the
 # median of the processes' medians, the median and the lowest of their
 # fastest passes, and held/live.
@@ -25,7 +31,19 @@ ROUNDS=${ROUNDS:-6}
 REPEAT=${REPEAT:-11}
 VAR=${VAR:-VMEM_LAYOUT}
 VALUES=${VALUES:-0 1}
+PIN=${PIN:-}
 J="$OUT/replay-alternate.jsonl"
+pin=()
+[ -n "$PIN" ] && pin=(taskset -c "$PIN")
+case " $BACKENDS " in
+*" torch"*)
+    REPO=$PWD PYTHON=${PYTHON:-python3}
+    CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
+    # shellcheck source=bench/torch-replay-build.sh
+    . bench/torch-replay-build.sh
+    build_torch >"$OUT/build-torch.log" 2>&1 || { echo "replay-alternate: torch-replay did not build ($OUT/build-torch.log)"; exit 2; }
+    ;;
+esac
 : >"$J"
 shopt -s nullglob
 traces=("$TDIR"/*.txt.gz)
@@ -33,13 +51,25 @@ traces=("$TDIR"/*.txt.gz)
 for r in $(seq "$ROUNDS"); do
     for t in "${traces[@]}"; do
         for b in $BACKENDS; do
+            case $b in
+            torch | torch-expandable)
+                conf=(-u PYTORCH_CUDA_ALLOC_CONF)
+                [ "$b" = torch-expandable ] && conf=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
+                # PyTorch keeps its own libraries (rpath), not the carried CUDA runtime.
+                line=$(env "${conf[@]}" LD_LIBRARY_PATH= "${pin[@]}" "$TORCH_BIN" --repeat "$REPEAT" "$t") ||
+                    { echo "replay-alternate: $t $b: exit $?"; continue; }
+                line=$(sed "s/\"allocator\": \"[^\"]*\"/\"backend\": \"$b\"/" <<<"$line")
+                printf '{"round": %d, "var": "-", "value": "-", "run": %s}\n' "$r" "$line" >>"$J"
+                continue
+                ;;
+            esac
             for v in $VALUES; do
                 if [ "$VAR" = - ]; then
                     IFS=, read -r -a set <<<"$([ "$v" = default ] || echo "$v")"
                 else
                     set=("$VAR=$v")
                 fi
-                line=$(env "${set[@]}" "$BUILD/bench/vmem-replay" --backend "$b" --repeat "$REPEAT" "$t") ||
+                line=$(env "${set[@]}" "${pin[@]}" "$BUILD/bench/vmem-replay" --backend "$b" --repeat "$REPEAT" "$t") ||
                     { echo "replay-alternate: $t $b $VAR=$v: exit $?"; continue; }
                 printf '{"round": %d, "var": "%s", "value": "%s", "run": %s}\n' "$r" "$VAR" "$v" \
                     "$line" >>"$J"
@@ -61,4 +91,17 @@ for (t, b, v), runs in sorted(rows.items()):
         t, b, v, len(runs), statistics.median(r["ns_per_op"] for r in runs),
         statistics.median(r["ns_per_op_min"] for r in runs),
         min(r["ns_per_op_min"] for r in runs), runs[0]["frag"]))
+# Against PyTorch's default allocator where it ran: the ratio of the medians
+# of the processes' fastest passes, and of their medians.
+torch = {t: runs for (t, b, v), runs in rows.items() if b == "torch"}
+if torch:
+    print("%-22s %-8s %-6s %14s %12s" % ("trace", "backend", "value", "x torch(fast)", "x torch(med)"))
+    for (t, b, v), runs in sorted(rows.items()):
+        if b == "torch" or t not in torch:
+            continue
+        tf = statistics.median(r["ns_per_op_min"] for r in torch[t])
+        tm = statistics.median(r["ns_per_op"] for r in torch[t])
+        print("%-22s %-8s %-6s %14.3f %12.3f" % (
+            t, b, v, statistics.median(r["ns_per_op_min"] for r in runs) / tf,
+            statistics.median(r["ns_per_op"] for r in runs) / tm))
 EOF
