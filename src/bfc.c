@@ -17,13 +17,6 @@
 /* Sizes and bins                                                           */
 /* ------------------------------------------------------------------------ */
 
-size_t bfc_round(size_t size)
-{
-    if (size == 0 || size > SIZE_MAX - (BFC_ALIGN - 1))
-        return 0;
-    return (size + BFC_ALIGN - 1) & ~(BFC_ALIGN - 1);
-}
-
 static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 static size_t align_down(size_t v, size_t a) { return v / a * a; }
 

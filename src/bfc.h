@@ -194,7 +194,12 @@ typedef struct bfc_arena {
 #define BFC_PAUSED_DISCARD 2
 
 /* Rounds size up to BFC_ALIGN; returns 0 if size is 0 or rounding overflows. */
-size_t bfc_round(size_t size);
+static inline size_t bfc_round(size_t size)
+{
+    if (size == 0 || size > SIZE_MAX - (BFC_ALIGN - 1))
+        return 0;
+    return (size + BFC_ALIGN - 1) & ~(size_t)(BFC_ALIGN - 1);
+}
 
 vmem_status_t bfc_init(bfc_arena_t *a, backend_t *b, const bfc_params_t *p, size_t limit);
 /* Gives every region back and frees all metadata.  Returns the number of

@@ -10,8 +10,6 @@
 #define PLACE_RESYNC_MAX 64u              /* failed re-matches before a step is given up */
 #define MiB ((uint64_t)1 << 20)
 
-enum { ST_LEARN = 0, ST_MATCH, ST_PLAN, ST_RESYNC, ST_DIVERGED };
-
 /* ------------------------------------------------------------------------ */
 /* Heaps of piece indices (binary, keyed by piece end)                      */
 /* ------------------------------------------------------------------------ */
@@ -544,7 +542,7 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
         for (int r = 0; r < PLACE_NRULES; r++)
             pl->trial_best[r] = 0;
     }
-    if (pl->decided || pl->state != ST_PLAN || !(pl->step_placed || pl->step_swapped))
+    if (pl->decided || pl->state != PLACE_ST_PLAN || !(pl->step_placed || pl->step_swapped))
         return;
     unsigned t = pl->trial_step++;
     /* Step 0 is the step the cut arrived in (or the first plan).  Of each
@@ -846,55 +844,53 @@ void place_move_done(place_t *pl, int to_host, uint64_t bytes)
     }
 }
 
-unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env)
+unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env)
 {
-    if (!pl->plans)
-        return PLACE_NONE;
     const place_record_t *last = &pl->rec[!pl->cur];
     size_t at;
     int m;
     switch (pl->state) {
-    case ST_MATCH:
+    case PLACE_ST_MATCH:
         if (last->peak_total + pl->margin + pl->extra <= env->limit) {
-            pl->state = ST_LEARN; /* the last step fitted: no plan needed */
+            pl->state = PLACE_ST_LEARN; /* the last step fitted: no plan needed */
             return PLACE_NONE;
         }
         m = match_step(pl, 0, req, stream, &at);
         if (m < 0) {
-            pl->state = ST_DIVERGED;
+            pl->state = PLACE_ST_DIVERGED;
             return PLACE_NONE;
         }
         /* Planned from the latest candidate, again if it changes. */
         if (!pl->plan_n || at - (m ? pl->mk : pl->mk - 1) != pl->offset) {
             pl->offset = at - (m ? pl->mk : pl->mk - 1);
             if (plan_make(pl, pl->offset, env) != 0) {
-                pl->state = ST_DIVERGED;
+                pl->state = PLACE_ST_DIVERGED;
                 return PLACE_NONE;
             }
         }
         if (m)
-            pl->state = ST_PLAN;
+            pl->state = PLACE_ST_PLAN;
         return plan_at(pl, at);
-    case ST_PLAN:
+    case PLACE_ST_PLAN:
         if (pl->pos < last->n && item_matches(&last->items[pl->pos], req, stream))
             return plan_at(pl, pl->pos);
         /* The step left the sequence (an extra or missing allocation):
          * naive until it is found again further on. */
-        pl->state = ST_RESYNC;
+        pl->state = PLACE_ST_RESYNC;
         pl->resyncs++;
         pl->mk = 0;
         /* fall through */
-    case ST_RESYNC:
+    case PLACE_ST_RESYNC:
         m = match_step(pl, pl->offset, req, stream, &at);
         if (m < 0 && pl->mk) {
             pl->mk = 0; /* this allocation may start a match of its own */
             m = match_step(pl, pl->offset, req, stream, &at);
         }
         if (m < 0 && ++pl->restarts > PLACE_RESYNC_MAX)
-            pl->state = ST_DIVERGED; /* bounded work per step */
+            pl->state = PLACE_ST_DIVERGED; /* bounded work per step */
         if (m <= 0)
             return PLACE_NONE;
-        pl->state = ST_PLAN;
+        pl->state = PLACE_ST_PLAN;
         return plan_at(pl, at);
     default:
         return PLACE_NONE;
@@ -990,7 +986,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
     place_record_t *r = &pl->rec[pl->cur];
     const place_record_t *last = &pl->rec[!pl->cur];
     /* Repeated item by item from `offset` to the end. */
-    int full = pl->state == ST_PLAN && !pl->resyncs && pl->offset + r->n == last->n &&
+    int full = pl->state == PLACE_ST_PLAN && !pl->resyncs && pl->offset + r->n == last->n &&
                pl->pos == last->n;
     for (size_t k = 0; k < r->n; k++) {
         place_item_t *it = &r->items[k];
@@ -1002,9 +998,9 @@ void place_step_end(place_t *pl, const place_env_t *env)
         if (full && pl->offset + k < pl->wrap_n)
             it->wrap = pl->wrap[pl->offset + k];
     }
-    if (pl->state == ST_PLAN)
+    if (pl->state == PLACE_ST_PLAN)
         pl->stats.planned_steps++;
-    else if (pl->state == ST_RESYNC || pl->state == ST_DIVERGED)
+    else if (pl->state == PLACE_ST_RESYNC || pl->state == PLACE_ST_DIVERGED)
         pl->stats.diverged_steps++;
     if (full) {
         if (pl->step_fallback) {
@@ -1053,7 +1049,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
     pl->plan_n = 0;
     pl->nmoves = 0;
     pl->due_lo = pl->due_hi = 0;
-    pl->state = last->n && !last->overflow ? ST_MATCH : ST_LEARN;
+    pl->state = last->n && !last->overflow ? PLACE_ST_MATCH : PLACE_ST_LEARN;
 }
 
 int place_hold_host(const place_t *pl, uint64_t limit)

@@ -164,6 +164,12 @@ typedef struct place_stats {
     double host_life_seconds;    /* sum of bytes x seconds between alloc and free */
 } place_stats_t;
 
+/* The planner's state in the step being recorded: learning only (the last
+ * step fitted, or nothing to plan from), matching the last step's start,
+ * following its plan, looking for the sequence again after a difference,
+ * or given up until the step ends. */
+enum { PLACE_ST_LEARN = 0, PLACE_ST_MATCH, PLACE_ST_PLAN, PLACE_ST_RESYNC, PLACE_ST_DIVERGED };
+
 typedef struct place place_t;
 struct place {
     int plans;                /* 0: naive placement (records, for the statistics) */
@@ -193,7 +199,7 @@ struct place {
     uint64_t live_total;      /* bytes live in both arenas, as seen here */
 
     /* The plan for the step being recorded. */
-    int state;                /* see placement.c */
+    int state;                /* PLACE_ST_*, above */
     size_t offset;            /* the plan covers the last step's items from offset */
     size_t pos;               /* the last step's item the next allocation should repeat */
     size_t mk;                /* allocations matched while candidates are narrowed */
@@ -245,6 +251,10 @@ void place_set_auto(place_t *pl, unsigned rules);
  * big mapping) with their head and tail in events. */
 void place_set_swap(place_t *pl, uint64_t unit, uint32_t head, uint32_t tail);
 
+/* 1 when a move of the swap windows is due before the allocation just
+ * decided (then place_next_move gives them). */
+static inline int place_moves_due(const place_t *pl) { return pl->due_lo < pl->due_hi; }
+
 /* The next move due before the allocation just decided (place_decide),
  * for a block of this step still live: 1 with *addr, *size and *to_host
  * set, 0 when none is left. */
@@ -256,8 +266,17 @@ void place_fini(place_t *pl);
 
 /* Where the next allocation (requested bytes, stream key) should go:
  * PLACE_NONE (no plan: device first), PLACE_DEVICE or PLACE_HOST.  env
- * is consulted when a plan is made (once per step). */
-unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env);
+ * is consulted when a plan is made (once per step).  Inline for the steps
+ * with nothing to decide (learning, or left the sequence: most steps of an
+ * uncapped job), which pay no call. */
+unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env);
+static inline unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream,
+                                    const place_env_t *env)
+{
+    if (!pl->plans || pl->state == PLACE_ST_LEARN || pl->state == PLACE_ST_DIVERGED)
+        return PLACE_NONE;
+    return place_decide_step(pl, req, stream, env);
+}
 
 /* An allocation succeeded: arena (0 device, 1 host), its sequence number in
  * that arena, the block, where it lies (on_host), and what had been decided

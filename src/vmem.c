@@ -546,7 +546,8 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *
     unsigned where = place_decide(&v->place, size, key, &env);
     /* The block layout (layout.c): this allocation's planned address, if any. */
     uintptr_t planned = layout_next(&v->layout, size, key, &v->place, &v->dev);
-    swap_run_due(v); /* swap windows: blocks out before this allocation, or back */
+    if (place_moves_due(&v->place))
+        swap_run_due(v); /* swap windows: blocks out before this allocation, or back */
     int arena = 0;
     void *p = NULL;
     const char *why = NULL;
