@@ -43,6 +43,7 @@ captured.  Steps are delimited by libvmem's step ends (install_torch's
 optimizer hook, or libvmem.step_end()).  docs/placement.md, "Overlap".
 """
 
+import statistics
 import threading
 import time
 import weakref
@@ -147,6 +148,70 @@ class Budget:
         return self.bytes
 
 
+class Choice:
+    """Which way of picking the tensors to offload runs the faster steps
+    under the limit in force, measured on the job itself (no torch needed:
+    tested on its own).  The two ways: the first eligible tensors of each
+    pass until the budget is reached (False, the default: they leave the
+    most time to copy out and back), or tensors spread over the pass
+    (True, Offload.spread: the first layers of a convolutional network save
+    a few large tensors whose copies back crowd into the end of the
+    backward pass; spread over the pass they come back while it runs).
+
+    While a cut lasts under one limit, step_end takes each step's seconds.
+    The first step under a limit only notes it.  Then it waits until the
+    budget has not moved for `settle` steps (at most `max_wait` steps: a
+    budget that keeps moving is measured anyway), keeps the median of
+    `measure` steps of the first way, switches, does the same for the
+    other, and keeps spread only if its median is faster by more than
+    min_gain.  A new limit, or a step with nothing offloaded, starts over
+    with the default.  The trial takes at most 1 + 2 x (max_wait +
+    measure) steps per limit, some of them in the slower way."""
+
+    def __init__(self, settle=2, measure=3, min_gain=0.03, max_wait=8):
+        self.settle = settle
+        self.measure = measure
+        self.min_gain = min_gain
+        self.max_wait = max_wait
+        self.limit = None
+        self.reset()
+
+    def reset(self):
+        self.value = False
+        self.phase = 0  # 0: the default measured, 1: the other, 2: decided
+        self.steady = 0  # steps since the budget last moved (this phase)
+        self.waited = 0  # steps of this phase
+        self.times = {False: [], True: []}
+        self.decided = None  # (median default, median spread) once decided
+
+    def step_end(self, seconds, limit, budget_moved, active):
+        """seconds: the step that just ended; budget_moved: its end changed
+        the budget; active: it offloaded.  Returns spread for the next step."""
+        if not active or limit != self.limit:
+            self.reset()
+            self.limit = limit if active else None
+            return self.value
+        if self.phase == 2:
+            return self.value
+        self.waited += 1
+        self.steady = 0 if budget_moved else self.steady + 1
+        if self.steady <= self.settle and self.waited <= self.max_wait:
+            self.times[self.value] = []  # measured only once the budget holds
+            return self.value
+        self.times[self.value].append(seconds)
+        if len(self.times[self.value]) < self.measure:
+            return self.value
+        if self.phase == 0:
+            self.phase, self.value, self.steady, self.waited = 1, True, 0, 0
+            return self.value
+        a = statistics.median(self.times[False])
+        b = statistics.median(self.times[True])
+        self.decided = (a, b)
+        self.value = b < a * (1 - self.min_gain)
+        self.phase = 2
+        return self.value
+
+
 class HostPool:
     """Pinned host buffers kept from step to step, by size: a step repeats
     its saved tensors' sizes, and pinning new memory (cudaHostAlloc through
@@ -249,7 +314,12 @@ class Offload:
         # had finished, so its device memory never went back (_unpack)
         self.skip = {}
         self.learn_skip = True
-        self.spread = False  # a study knob (_pack)
+        # spread (_pack): offload candidates spread over the pass rather
+        # than the first ones; `choice` (a Choice) sets it per limit by
+        # measuring both, unless None (then spread stays as set)
+        self.spread = False
+        self.choice = Choice()
+        self._t_end = None  # when the last step ended (perf_counter)
         # pacing on the device (_pack): past window_out the compute stream,
         # not the CPU, waits for the oldest copy out.  A study knob, off: the
         # CPU then runs further ahead of the GPU, the skips (judged by
@@ -360,7 +430,16 @@ class Offload:
             # as the step's: the budget learns from the maximum without them
             learn = min(dmax, self.step_drained) if self.step_drained else dmax
             self.last_step["drained_max"] = self.step_drained
+            before = self.budget.bytes
             self.budget.step_end(limit, learn, hmax, self.max_pass_offloadable)
+            now = time.perf_counter()
+            if self.choice is not None:
+                self.spread = self.choice.step_end(
+                    now - self._t_end if self._t_end is not None else 0.0, limit,
+                    self.budget.bytes != before, self.step_offloaded > 0)
+                self.last_step["spread"] = self.spread
+                self.last_step["choice"] = self.choice.decided
+            self._t_end = now
             self.last_offloadable = self.max_pass_offloadable
             if not self.budget.bytes and not self.step_offloaded:
                 self.pool.clear()

@@ -724,5 +724,88 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(len(reads), 2)
 
 
+class ChoiceTest(unittest.TestCase):
+    """The measured choice between the first tensors and tensors spread
+    over the pass (libvmem_offload.Choice)."""
+
+    def run_steps(self, c, steps, limit=10 * GiB):
+        """steps: (seconds of the default, seconds of spread, budget moved);
+        each step takes the seconds of the way in force.  Returns the ways."""
+        ways = []
+        for first, spread, moved in steps:
+            ways.append(c.value)
+            c.step_end(spread if c.value else first, limit, moved, True)
+        return ways
+
+    def test_spread_is_kept_when_measured_faster(self):
+        c = off.Choice(settle=2, measure=3)
+        ways = self.run_steps(c, [(0.10, 0.08, False)] * 12)
+        # the first step under the limit only notes it, 2 settle and 3 are
+        # measured in each way, then spread holds
+        self.assertEqual(ways, [False] * 6 + [True] * 6)
+        self.assertTrue(c.value)
+        self.assertEqual(c.decided, (0.10, 0.08))
+        self.assertEqual(self.run_steps(c, [(0.10, 0.08, False)] * 3), [True] * 3)
+
+    def test_the_default_is_kept_when_spread_is_slower_or_within_the_margin(self):
+        for spread_s in (0.12, 0.099):
+            c = off.Choice(settle=2, measure=3, min_gain=0.03)
+            ways = self.run_steps(c, [(0.10, spread_s, False)] * 14)
+            # the first step under a limit only notes it; then 2 settle
+            # and 3 are measured in each way
+            self.assertEqual(ways[:6], [False] * 6)
+            self.assertEqual(ways[6:11], [True] * 5)  # the trial of spread
+            self.assertEqual(ways[11:], [False] * 3)
+            self.assertFalse(c.value)
+
+    def test_steps_are_measured_only_once_the_budget_holds(self):
+        c = off.Choice(settle=2, measure=3, max_wait=20)
+        # two slow steps are measured, then the budget moves: they are
+        # dropped, so the default's median is that of the steps after
+        steps = [(0.50, 0.08, False)] * 5 + [(0.50, 0.08, True)] + [(0.10, 0.08, False)] * 12
+        self.run_steps(c, steps)
+        self.assertEqual(c.decided, (0.10, 0.08))
+
+    def test_a_budget_that_keeps_moving_is_measured_after_max_wait(self):
+        c = off.Choice(settle=2, measure=3, max_wait=4)
+        ways = self.run_steps(c, [(0.10, 0.08, True)] * 16)
+        self.assertEqual(ways[:7], [False] * 7)  # 4 steps waited, 3 measured
+        self.assertTrue(c.value)
+
+    def test_a_new_limit_or_a_step_without_offload_starts_over(self):
+        c = off.Choice(settle=2, measure=3)
+        self.run_steps(c, [(0.10, 0.08, False)] * 12)
+        self.assertTrue(c.value)
+        self.assertFalse(c.step_end(0.1, 5 * GiB, False, True))  # another limit
+        self.assertIsNone(c.decided)
+        self.run_steps(c, [(0.10, 0.08, False)] * 12, limit=5 * GiB)
+        self.assertTrue(c.value)
+        self.assertFalse(c.step_end(0.1, 5 * GiB, False, False))  # the cut is over
+        self.assertIsNone(c.decided)
+
+    def test_the_offload_takes_spread_from_its_choice_at_each_step_end(self):
+        torch, o, _ = make(GiB)
+        seen = []
+
+        class Fake:
+            decided = None
+
+            def step_end(self, seconds, limit, moved, active):
+                seen.append((limit, active))
+                return True
+        o.choice = Fake()
+        ts, packed = offloaded(torch, o, 2)
+        for p in reversed(packed):
+            o.unpack(p)
+        o.step_end(lambda dev: (64 * GiB, GiB, 0))
+        self.assertEqual(seen, [(64 * GiB, True)])
+        self.assertTrue(o.spread)
+        self.assertTrue(o.last_step["spread"])
+        o.choice = None  # forced (cut-bench's CUT_OFFLOAD_SPREAD): left as set
+        o.spread = False
+        o.step_end(lambda dev: (64 * GiB, GiB, 0))
+        self.assertFalse(o.spread)
+
+
 if __name__ == "__main__":
     unittest.main()

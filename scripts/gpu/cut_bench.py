@@ -31,7 +31,9 @@ study knob: the offload's windows as a fraction of the limit, default 1/32),
 CUT_OFFLOAD_WINDOW_IN_FRAC (the fetch ahead's window alone, not capped at
 512 MiB; a study knob),
 CUT_OFFLOAD_SPREAD (1: offload candidates spread over the pass, in the
-proportion budget / offloadable, rather than the first ones; a study knob),
+proportion budget / offloadable, rather than the first ones; 0: the first
+ones; either turns off the offload's measured choice between the two,
+libvmem_offload.Choice),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
 each stream's busy time,
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
@@ -183,6 +185,7 @@ def worker(a):
             libvmem_offload._off.gpu_pace = gpace != "0"
         if spread:
             libvmem_offload._off.spread = spread != "0"
+            libvmem_offload._off.choice = None  # forced: no measured choice
         if wf:
             libvmem_offload._off.budget.window_frac = float(wf)
         if wi:
@@ -281,7 +284,8 @@ def worker(a):
                     rec["offload"] = {k: ls.get(k, 0) for k in (
                         "offloaded", "prefetched", "late", "late_no_room", "reclaimed", "skipped",
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
-                        "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss")}
+                        "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
+                        "spread", "choice")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                     rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
@@ -308,6 +312,12 @@ def worker(a):
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
                             o.get("fwd_max", 0) / 1e9,
                             o["host_max"] / 1e9, o["waits_out"], o["waits_out_gpu"]))
+                    if o.get("choice") or o.get("spread"):
+                        log("    choice: spread %s for the next step%s" % (
+                            "on" if o.get("spread") else "off",
+                            "; measured median step %.1f ms first tensors, %.1f ms spread" % (
+                                o["choice"][0] * 1e3, o["choice"][1] * 1e3)
+                            if o.get("choice") else ""))
                     log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB)" % (
                         o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3, rec["trims"],
                         rec["trimmed"] / 1e9))
