@@ -160,7 +160,7 @@ class Choice:
 
     While a cut lasts under one limit, step_end takes each step's seconds.
     The first step under a limit only notes it.  Then it waits until the
-    budget has not moved for `settle` steps (at most `max_wait` steps: a
+    budget has not moved (nor new pinned memory been made) for `settle` steps (at most `max_wait` steps: a
     budget that keeps moving is measured anyway), keeps the median of
     `measure` steps of the first way, switches, does the same for the
     other, and keeps spread only if its median is faster by more than
@@ -168,7 +168,7 @@ class Choice:
     with the default.  The trial takes at most 1 + 2 x (max_wait +
     measure) steps per limit, some of them in the slower way."""
 
-    def __init__(self, settle=2, measure=3, min_gain=0.03, max_wait=8):
+    def __init__(self, settle=2, measure=4, min_gain=0.03, max_wait=8):
         self.settle = settle
         self.measure = measure
         self.min_gain = min_gain
@@ -425,6 +425,7 @@ class Offload:
                               "host_pinned_new": self.pool.new_bytes}
             if self.step_offloaded:
                 self.totals["steps_active"] += 1
+            new_pinned = self.pool.new_bytes
             self.pool.new_bytes = 0
             # paced by room, the device maximum is the copies' doing as much
             # as the step's: the budget learns from the maximum without them
@@ -434,9 +435,12 @@ class Offload:
             self.budget.step_end(limit, learn, hmax, self.max_pass_offloadable)
             now = time.perf_counter()
             if self.choice is not None:
+                # a step that moved the budget or pinned new host memory
+                # (~1 s per few GB: the other way's tensors have other sizes)
+                # is a transient, not measured
                 self.spread = self.choice.step_end(
                     now - self._t_end if self._t_end is not None else 0.0, limit,
-                    self.budget.bytes != before, self.step_offloaded > 0)
+                    self.budget.bytes != before or new_pinned > 0, self.step_offloaded > 0)
                 self.last_step["spread"] = self.spread
                 self.last_step["choice"] = self.choice.decided
             self._t_end = now

@@ -784,26 +784,37 @@ class ChoiceTest(unittest.TestCase):
         self.assertIsNone(c.decided)
 
     def test_the_offload_takes_spread_from_its_choice_at_each_step_end(self):
-        torch, o, _ = make(GiB)
-        seen = []
+        torch, o, _ = make(8 * MiB)  # what two 4 MiB tensors offload: the budget holds
+        seen, moved_flags = [], []
 
         class Fake:
             decided = None
 
             def step_end(self, seconds, limit, moved, active):
                 seen.append((limit, active))
+                moved_flags.append(moved)
                 return True
         o.choice = Fake()
         ts, packed = offloaded(torch, o, 2)
         for p in reversed(packed):
             o.unpack(p)
-        o.step_end(lambda dev: (64 * GiB, GiB, 0))
-        self.assertEqual(seen, [(64 * GiB, True)])
+        o.step_end(lambda dev: (64 * GiB, 63 * GiB, 0))
+        self.assertEqual(seen[0], (64 * GiB, True))
         self.assertTrue(o.spread)
         self.assertTrue(o.last_step["spread"])
+        # the step pinned new host memory (its first use of the pool): a
+        # transient, reported as a moved budget
+        self.assertEqual(moved_flags, [True])
+        del ts, packed, p  # autograd drops them: their buffers go back to the pool
+        ts, packed = offloaded(torch, o, 2)  # the same sizes: the pool's buffers
+        for p in reversed(packed):
+            o.unpack(p)
+        o.step_end(lambda dev: (64 * GiB, 63 * GiB, 0))
+        self.assertEqual(moved_flags, [True, False])  # the budget held (dead band)
+        self.assertEqual(seen[1], (64 * GiB, True))
         o.choice = None  # forced (cut-bench's CUT_OFFLOAD_SPREAD): left as set
         o.spread = False
-        o.step_end(lambda dev: (64 * GiB, GiB, 0))
+        o.step_end(lambda dev: (64 * GiB, 63 * GiB, 0))
         self.assertFalse(o.spread)
 
 
