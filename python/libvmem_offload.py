@@ -316,9 +316,16 @@ class Offload:
         self.learn_skip = True
         # spread (_pack): offload candidates spread over the pass rather
         # than the first ones; `choice` (a Choice) sets it per limit by
-        # measuring both, unless None (then spread stays as set)
+        # measuring both, unless None (then spread stays as set).  A study
+        # knob, off: on the H100 the trial's first way is measured while
+        # the cut still settles (the planner's rule trials, skips being
+        # learned), which biased it (GPT-2 and BERT at 50%: 529-879 ms
+        # measured for the default against 349-390 ms once settled), and
+        # spread's gain on ResNet-50 at 75% held on one machine (105.6 ->
+        # 83.9 ms) and not on another (103.8 against 105.5);
+        # docs/placement.md, "Choosing the tensors by measuring"
         self.spread = False
-        self.choice = Choice()
+        self.choice = None
         self._t_end = None  # when the last step ended (perf_counter)
         # pacing on the device (_pack): past window_out the compute stream,
         # not the CPU, waits for the oldest copy out.  A study knob, off: the

@@ -794,6 +794,7 @@ class ChoiceTest(unittest.TestCase):
                 seen.append((limit, active))
                 moved_flags.append(moved)
                 return True
+        self.assertIsNone(o.choice)  # a study knob, off by default
         o.choice = Fake()
         ts, packed = offloaded(torch, o, 2)
         for p in reversed(packed):

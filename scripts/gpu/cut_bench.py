@@ -31,9 +31,9 @@ study knob: the offload's windows as a fraction of the limit, default 1/32),
 CUT_OFFLOAD_WINDOW_IN_FRAC (the fetch ahead's window alone, not capped at
 512 MiB; a study knob),
 CUT_OFFLOAD_SPREAD (1: offload candidates spread over the pass, in the
-proportion budget / offloadable, rather than the first ones; 0: the first
-ones; either turns off the offload's measured choice between the two,
-libvmem_offload.Choice),
+proportion budget / offloadable, rather than the first ones; a study knob),
+CUT_OFFLOAD_CHOICE (1: the offload measures both ways per limit and keeps the
+faster, libvmem_offload.Choice; a study knob, needs CUT_STEPS of 24 or so),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
 each stream's busy time,
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
@@ -174,9 +174,10 @@ def worker(a):
     wf, sk = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC"), os.environ.get("CUT_OFFLOAD_SKIP")
     wi = os.environ.get("CUT_OFFLOAD_WINDOW_IN_FRAC")
     spread = os.environ.get("CUT_OFFLOAD_SPREAD")
+    choice = os.environ.get("CUT_OFFLOAD_CHOICE")
     gpace = os.environ.get("CUT_OFFLOAD_GPU_PACE")
     proom = os.environ.get("CUT_OFFLOAD_PACE_ROOM")
-    if (wf or sk or wi or spread or gpace or proom) and \
+    if (wf or sk or wi or spread or choice or gpace or proom) and \
             L.offload_stats().get("installed"):
         import libvmem_offload
         if proom:
@@ -185,7 +186,8 @@ def worker(a):
             libvmem_offload._off.gpu_pace = gpace != "0"
         if spread:
             libvmem_offload._off.spread = spread != "0"
-            libvmem_offload._off.choice = None  # forced: no measured choice
+        if choice and choice != "0":
+            libvmem_offload._off.choice = libvmem_offload.Choice()
         if wf:
             libvmem_offload._off.budget.window_frac = float(wf)
         if wi:
