@@ -55,7 +55,9 @@ DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null
 echo "gpu: $GPU (driver ${DRIVER:-?})"
 
 # ---------------------------------------------------------------- builds
-CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
+# CUDA_HOME (default: nvcc's toolkit), TORCH_BIN and build_torch (used below)
+# shellcheck source=bench/torch-replay-build.sh
+. bench/torch-replay-build.sh
 export LD_LIBRARY_PATH="$REPO/$BUILD/src:${LD_LIBRARY_PATH:-}:$CUDA_HOME/lib64"
 
 if [ ! -x "$BUILD/bench/vmem-replay" ] || [ ! -x "$BUILD/bench/cuda-replay" ]; then
@@ -67,8 +69,6 @@ if [ ! -x "$BUILD/bench/vmem-replay" ] || [ ! -x "$BUILD/bench/cuda-replay" ]; t
     } >"$OUT/build-libvmem.log" 2>&1 || note "libvmem build failed (build-libvmem.log)"
 fi
 
-# shellcheck source=bench/torch-replay-build.sh
-. bench/torch-replay-build.sh
 TORCH_VERSION=?
 build_torch >"$OUT/build-torch.log" 2>&1 || note "torch-replay did not build (build-torch.log)"
 

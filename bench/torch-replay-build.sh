@@ -1,8 +1,12 @@
-# Sourced by bench/compare-gpu.sh and scripts/gpu/replay-alternate.sh:
-# build_torch builds bench/torch_replay.cc against the PyTorch of $PYTHON
-# into $TORCH_BIN (sets TORCH_VERSION).  Needs REPO, CUDA_HOME and PYTHON;
-# TORCH_BUILD defaults to $REPO/build-compare/torch-build (not under $OUT:
-# no binaries in the results).
+# Sourced by bench/compare-gpu.sh and scripts/gpu/replay-alternate.sh, from
+# the repository root: build_torch builds bench/torch_replay.cc against the
+# PyTorch of $PYTHON into $TORCH_BIN (sets TORCH_VERSION).  Defaults: REPO
+# the current directory, PYTHON python3, CUDA_HOME the toolkit of nvcc (else
+# /usr/local/cuda), TORCH_BUILD $REPO/build-compare/torch-build (not under
+# $OUT: no binaries in the results).
+REPO=${REPO:-$PWD}
+PYTHON=${PYTHON:-python3}
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
 TORCH_BUILD=${TORCH_BUILD:-$REPO/build-compare/torch-build}
 TORCH_BIN=$TORCH_BUILD/torch-replay
 build_torch() {

@@ -37,8 +37,6 @@ pin=()
 [ -n "$PIN" ] && pin=(taskset -c "$PIN")
 case " $BACKENDS " in
 *" torch"*)
-    REPO=$PWD PYTHON=${PYTHON:-python3}
-    CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
     # shellcheck source=bench/torch-replay-build.sh
     . bench/torch-replay-build.sh
     build_torch >"$OUT/build-torch.log" 2>&1 || { echo "replay-alternate: torch-replay did not build ($OUT/build-torch.log)"; exit 2; }
