@@ -160,11 +160,11 @@ class Choice:
 
     While a cut lasts under one limit, step_end takes each step's seconds.
     The first step under a limit only notes it.  Then it waits until the
-    budget has not moved (nor new pinned memory been made) for `settle` steps (at most `max_wait` steps: a
-    budget that keeps moving is measured anyway), keeps the median of
-    `measure` steps of the first way, switches, does the same for the
-    other, and keeps spread only if its median is faster by more than
-    min_gain.  A new limit, or a step with nothing offloaded, starts over
+    budget has not moved (nor new pinned memory been made) for `settle`
+    steps (at most `max_wait` steps: a budget that keeps moving is measured
+    anyway), keeps the median of `measure` steps of the first way, switches,
+    does the same for the other, and keeps spread only if its median is
+    faster by more than min_gain.  A new limit, or a step with nothing offloaded, starts over
     with the default.  The trial takes at most 1 + 2 x (max_wait +
     measure) steps per limit, some of them in the slower way."""
 
