@@ -117,7 +117,42 @@ static int usage(const char *prog)
     return 2;
 }
 
+/* One trace's JSON line; ns sorted (replay_median). */
+static void print_line(const trace_t *t, const replay_target_t *target, const double *ns,
+                       int repeat, double med, uint64_t failed, uint64_t peak,
+                       const replay_target_t *other, double ratio)
+{
+    printf("{\"trace\": ");
+    replay_json_string(stdout, t->name);
+    printf(", \"allocator\": ");
+    replay_json_string(stdout, target->allocator);
+    printf(", \"ops\": %zu, \"ns_per_op\": ", t->nevents);
+    replay_json_number(stdout, med);
+    printf(", \"ns_per_op_min\": ");
+    replay_json_number(stdout, ns[0]);
+    printf(", \"ns_per_op_max\": ");
+    replay_json_number(stdout, ns[repeat - 1]);
+    printf(", \"repeat\": %d, \"peak_live\": %llu, \"peak_reserved\": %llu, \"frag\": ", repeat,
+           (unsigned long long)t->peak_live, (unsigned long long)peak);
+    replay_json_number(stdout, peak ? (double)peak / (double)t->peak_live : NAN);
+    printf(", \"failed_allocs\": %llu, \"peak_source\": ", (unsigned long long)failed);
+    replay_json_string(stdout, target->peak_source);
+    if (other) {
+        printf(", \"paired_with\": ");
+        replay_json_string(stdout, other->allocator);
+        printf(", \"paired_ratio\": ");
+        replay_json_number(stdout, ratio);
+    }
+    printf("}\n");
+    fflush(stdout);
+}
+
 int replay_cli(int argc, char **argv, replay_target_t *target)
+{
+    return replay_cli_paired(argc, argv, target, NULL);
+}
+
+int replay_cli_paired(int argc, char **argv, replay_target_t *target, replay_target_t *paired)
 {
     int repeat = 5, first = 1;
     for (; first < argc && argv[first][0] == '-' && argv[first][1]; first++) {
@@ -136,6 +171,8 @@ int replay_cli(int argc, char **argv, replay_target_t *target)
     }
     if (first >= argc)
         return usage(argv[0]);
+    replay_target_t *tg[2] = {target, paired};
+    int n = paired ? 2 : 1;
     int status = 0;
     for (int a = first; a < argc; a++) {
         trace_t t;
@@ -145,42 +182,53 @@ int replay_cli(int argc, char **argv, replay_target_t *target)
             status = 1;
             continue;
         }
-        if (target->open(target->ops.ctx, err, sizeof err) != 0) {
-            fprintf(stderr, "%s: %s: %s\n", argv[0], target->allocator, err);
+        int opened = 0;
+        for (; opened < n; opened++) {
+            if (tg[opened]->open(tg[opened]->ops.ctx, err, sizeof err) != 0) {
+                fprintf(stderr, "%s: %s: %s\n", argv[0], tg[opened]->allocator, err);
+                break;
+            }
+        }
+        void **ptrs = calloc(t.nslots ? t.nslots : 1, sizeof *ptrs);
+        double *ns[2] = {calloc((size_t)repeat, sizeof(double)),
+                         calloc((size_t)repeat, sizeof(double))};
+        if (opened < n || !ptrs || !ns[0] || !ns[1]) {
+            if (opened == n)
+                fprintf(stderr, "%s: out of memory\n", argv[0]);
+            while (opened > 0) {
+                opened--;
+                tg[opened]->close(tg[opened]->ops.ctx);
+            }
+            free(ptrs);
+            free(ns[0]);
+            free(ns[1]);
             trace_free(&t);
             status = 1;
             continue;
         }
-        void **ptrs = calloc(t.nslots ? t.nslots : 1, sizeof *ptrs);
-        double *ns = calloc((size_t)repeat, sizeof *ns);
-        uint64_t failed = 0, f;
-        replay_pass(&t, &target->ops, ptrs, &failed, target->observe, target->ops.ctx);
+        uint64_t failed[2] = {0, 0}, f;
+        for (int k = 0; k < n; k++)
+            replay_pass(&t, &tg[k]->ops, ptrs, &failed[k], tg[k]->observe, tg[k]->ops.ctx);
         for (int r = 0; r < repeat; r++) {
-            ns[r] = replay_pass(&t, &target->ops, ptrs, &f, NULL, NULL) / (double)t.nevents;
-            if (f > failed)
-                failed = f;
+            for (int j = 0; j < n; j++) {
+                int k = (r % 2) ? n - 1 - j : j; /* A B, B A, ... */
+                ns[k][r] = replay_pass(&t, &tg[k]->ops, ptrs, &f, NULL, NULL) / (double)t.nevents;
+                if (f > failed[k])
+                    failed[k] = f;
+            }
         }
-        uint64_t peak = target->peak_reserved(target->ops.ctx);
-        target->close(target->ops.ctx);
-        double med = replay_median(ns, (size_t)repeat);
-        printf("{\"trace\": ");
-        replay_json_string(stdout, t.name);
-        printf(", \"allocator\": ");
-        replay_json_string(stdout, target->allocator);
-        printf(", \"ops\": %zu, \"ns_per_op\": ", t.nevents);
-        replay_json_number(stdout, med);
-        printf(", \"ns_per_op_min\": ");
-        replay_json_number(stdout, ns[0]);
-        printf(", \"ns_per_op_max\": ");
-        replay_json_number(stdout, ns[repeat - 1]);
-        printf(", \"repeat\": %d, \"peak_live\": %llu, \"peak_reserved\": %llu, \"frag\": ", repeat,
-               (unsigned long long)t.peak_live, (unsigned long long)peak);
-        replay_json_number(stdout, peak ? (double)peak / (double)t.peak_live : NAN);
-        printf(", \"failed_allocs\": %llu, \"peak_source\": ", (unsigned long long)failed);
-        replay_json_string(stdout, target->peak_source);
-        printf("}\n");
-        fflush(stdout);
-        free(ns);
+        uint64_t peak[2] = {0, 0};
+        double med[2] = {0, 0};
+        for (int k = 0; k < n; k++) {
+            peak[k] = tg[k]->peak_reserved(tg[k]->ops.ctx);
+            tg[k]->close(tg[k]->ops.ctx);
+            med[k] = replay_median(ns[k], (size_t)repeat);
+        }
+        for (int k = 0; k < n; k++)
+            print_line(&t, tg[k], ns[k], repeat, med[k], failed[k], peak[k],
+                       n == 2 ? tg[1 - k] : NULL, n == 2 ? med[k] / med[1 - k] : NAN);
+        free(ns[0]);
+        free(ns[1]);
         free(ptrs);
         trace_free(&t);
     }

@@ -78,6 +78,18 @@ typedef struct replay_target {
 
 int replay_cli(int argc, char **argv, replay_target_t *target);
 
+/*
+ * The same with a second allocator in the same process (paired NULL: as
+ * replay_cli).  For each trace both are opened and warmed up, then their
+ * timed passes alternate (A B, then B A, ...), so that both are read under
+ * the same process's conditions: on the lent GPU machines a replay process
+ * runs in one of two speed modes, 1.6-1.9x apart, for every allocator
+ * (docs/benchmarks.md, "Speed"), so a ratio of two processes mixes modes.
+ * Prints target's JSON line, then paired's, each with "paired_with" (the
+ * other's name) and "paired_ratio" (its median ns/op over the other's).
+ */
+int replay_cli_paired(int argc, char **argv, replay_target_t *target, replay_target_t *paired);
+
 #ifdef __cplusplus
 }
 #endif

@@ -303,6 +303,103 @@ Test(trace, replay_pass_frees_leftovers_and_counts_failures)
     trace_free(&t);
 }
 
+/* Paired replay: two targets in one process, their timed passes
+ * alternating A B, B A, ...; both lines name the other and its ratio. */
+typedef struct paired_ctx {
+    counting_t c;
+    char id;
+    int opened, closed;
+    uint64_t peak;
+} paired_ctx_t;
+
+static char pass_order[64];
+static size_t npass;
+
+static void *paired_alloc(void *ctx, size_t size)
+{
+    paired_ctx_t *p = ctx;
+    if (p->c.allocs % 3 == 0 && npass + 1 < sizeof pass_order)
+        pass_order[npass++] = p->id; /* the first of a pass's three allocations */
+    return count_alloc(&p->c, size);
+}
+
+static void paired_free(void *ctx, void *ptr) { count_free(&((paired_ctx_t *)ctx)->c, ptr); }
+
+static int paired_open(void *self, char *err, size_t len)
+{
+    (void)err, (void)len;
+    ((paired_ctx_t *)self)->opened++;
+    return 0;
+}
+
+static void paired_close(void *self) { ((paired_ctx_t *)self)->closed++; }
+static uint64_t paired_peak(void *self) { return ((paired_ctx_t *)self)->peak; }
+
+Test(trace, paired_replay_alternates_passes_and_prints_both)
+{
+    const char *p = write_trace("p.txt.gz", "a 1 100 0 1\na 2 200 0 2\nf 1 3\na 3 300 0 4\n", 1);
+    paired_ctx_t a = {.id = 'A', .peak = 600}, b = {.id = 'B', .peak = 1200};
+    replay_target_t ta = {.allocator = "alpha", .peak_source = "test", .open = paired_open,
+                          .close = paired_close, .peak_reserved = paired_peak,
+                          .ops = {.ctx = &a, .alloc = paired_alloc, .free = paired_free}};
+    replay_target_t tb = ta;
+    tb.allocator = "beta";
+    tb.ops.ctx = &b;
+    char out[256];
+    snprintf(out, sizeof out, "%s/paired.out", dir);
+    fflush(stdout);
+    int saved = dup(1);
+    FILE *f = fopen(out, "w");
+    cr_assert_not_null(f);
+    dup2(fileno(f), 1);
+    char *argv[] = {"x", "--repeat", "4", (char *)p, NULL};
+    npass = 0;
+    int rc = replay_cli_paired(4, argv, &ta, &tb);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    fclose(f);
+    cr_assert_eq(rc, 0);
+    pass_order[npass] = '\0';
+    /* warm-up A, warm-up B, then A B, B A, A B, B A */
+    cr_assert_str_eq(pass_order, "ABABBAABBA");
+    cr_assert(a.opened == 1 && a.closed == 1 && b.opened == 1 && b.closed == 1);
+    cr_assert(a.c.live == 0 && b.c.live == 0);
+    char text[2048] = {0};
+    f = fopen(out, "r");
+    cr_assert_not_null(f);
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    cr_assert(got > 0);
+    char *l2 = strchr(text, '\n');
+    cr_assert_not_null(l2);
+    *l2++ = '\0';
+    cr_assert_not_null(strstr(text, "\"allocator\": \"alpha\""), "%s", text);
+    cr_assert_not_null(strstr(text, "\"paired_with\": \"beta\""), "%s", text);
+    cr_assert_not_null(strstr(text, "\"paired_ratio\": "), "%s", text);
+    cr_assert_not_null(strstr(text, "\"frag\": 1"), "600 / 600 live: %s", text);
+    cr_assert_not_null(strstr(l2, "\"allocator\": \"beta\""), "%s", l2);
+    cr_assert_not_null(strstr(l2, "\"paired_with\": \"alpha\""), "%s", l2);
+    cr_assert_not_null(strstr(l2, "\"frag\": 2"), "1200 / 600 live: %s", l2);
+    /* without a second target: one line, no pairing keys */
+    f = fopen(out, "w");
+    saved = dup(1);
+    dup2(fileno(f), 1);
+    char *argv1[] = {"x", "--repeat", "2", (char *)p, NULL};
+    rc = replay_cli(4, argv1, &ta);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    fclose(f);
+    cr_assert_eq(rc, 0);
+    f = fopen(out, "r");
+    got = fread(text, 1, sizeof text - 1, f);
+    text[got] = '\0';
+    fclose(f);
+    cr_assert_null(strstr(text, "paired"), "%s", text);
+    cr_assert_eq(strchr(text, '\n'), text + got - 1, "one line: %s", text);
+}
+
 Test(trace, median)
 {
     double a[] = {5, 1, 4};
