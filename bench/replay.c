@@ -184,8 +184,14 @@ int replay_cli_paired(int argc, char **argv, replay_target_t *target, replay_tar
         }
         int opened = 0;
         for (; opened < n; opened++) {
-            if (tg[opened]->open(tg[opened]->ops.ctx, err, sizeof err) != 0) {
-                fprintf(stderr, "%s: %s: %s\n", argv[0], tg[opened]->allocator, err);
+            replay_target_t *g = tg[opened];
+            if (g->open(g->ops.ctx, err, sizeof err) != 0) {
+                fprintf(stderr, "%s: %s: %s\n", argv[0], g->allocator, err);
+                break;
+            }
+            if (g->trace_begin && g->trace_begin(g->ops.ctx, &t, &g->ops, err, sizeof err) != 0) {
+                fprintf(stderr, "%s: %s: %s\n", argv[0], g->allocator, err);
+                g->close(g->ops.ctx);
                 break;
             }
         }

@@ -73,6 +73,9 @@ typedef struct replay_target {
     void (*close)(void *self);
     uint64_t (*peak_reserved)(void *self);              /* after the passes */
     replay_observe_fn observe; /* optional: warm-up pass only */
+    /* Optional: called after open with each trace, may set ops->step,
+     * ops->steps and ops->nsteps (libvmem's step ends); 0 on success. */
+    int (*trace_begin)(void *self, const trace_t *t, replay_ops_t *ops, char *err, size_t len);
     replay_ops_t ops;          /* ops.ctx is passed as self to the hooks */
 } replay_target_t;
 

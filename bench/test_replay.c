@@ -333,6 +333,25 @@ static int paired_open(void *self, char *err, size_t len)
 }
 
 static void paired_close(void *self) { ((paired_ctx_t *)self)->closed++; }
+
+static int paired_steps_seen;
+static const size_t paired_steps[] = {2};
+static void paired_step(void *ctx)
+{
+    (void)ctx;
+    paired_steps_seen++;
+}
+
+/* B's step ends: one boundary, before the trace's third event. */
+static int paired_begin(void *self, const trace_t *t, replay_ops_t *ops, char *err, size_t len)
+{
+    (void)self, (void)err, (void)len;
+    cr_assert_eq(t->nevents, 4);
+    ops->step = paired_step;
+    ops->steps = paired_steps;
+    ops->nsteps = 1;
+    return 0;
+}
 static uint64_t paired_peak(void *self) { return ((paired_ctx_t *)self)->peak; }
 
 Test(trace, paired_replay_alternates_passes_and_prints_both)
@@ -345,6 +364,8 @@ Test(trace, paired_replay_alternates_passes_and_prints_both)
     replay_target_t tb = ta;
     tb.allocator = "beta";
     tb.ops.ctx = &b;
+    tb.trace_begin = paired_begin;
+    paired_steps_seen = 0;
     char out[256];
     snprintf(out, sizeof out, "%s/paired.out", dir);
     fflush(stdout);
@@ -365,6 +386,7 @@ Test(trace, paired_replay_alternates_passes_and_prints_both)
     cr_assert_str_eq(pass_order, "ABABBAABBA");
     cr_assert(a.opened == 1 && a.closed == 1 && b.opened == 1 && b.closed == 1);
     cr_assert(a.c.live == 0 && b.c.live == 0);
+    cr_assert_eq(paired_steps_seen, 5, "B's step end in its warm-up and 4 timed passes");
     char text[2048] = {0};
     f = fopen(out, "r");
     cr_assert_not_null(f);

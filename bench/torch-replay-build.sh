@@ -21,9 +21,10 @@ build_torch() {
     TORCH_VERSION=$(sed -n 4p <<<"$paths")
     cc -O2 -std=c11 -D_GNU_SOURCE -Ibench -c bench/trace.c -o "$dir/trace.o" &&
         cc -O2 -std=c11 -D_GNU_SOURCE -Ibench -c bench/replay.c -o "$dir/replay.o" &&
+        cc -O2 -std=c11 -D_GNU_SOURCE -Ibench -c bench/steps.c -o "$dir/steps.o" &&
         # shellcheck disable=SC2086
-        c++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="$abi" -Ibench $inc -I"$CUDA_HOME/include" \
-            bench/torch_replay.cc "$dir/trace.o" "$dir/replay.o" -o "$TORCH_BIN" \
+        c++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="$abi" -Ibench -Iinclude $inc -I"$CUDA_HOME/include" \
+            bench/torch_replay.cc "$dir/trace.o" "$dir/replay.o" "$dir/steps.o" -o "$TORCH_BIN" \
             $libs $rpath -Wl,--allow-shlib-undefined -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -lc10_cuda \
-            -Wl,--as-needed -lz -lm
+            -Wl,--as-needed -ldl -lz -lm
 }

@@ -15,7 +15,10 @@
 # bench/torch_replay.cc (built first, bench/torch-replay-build.sh), one
 # process per run in the same rotation, with VAR unset (its rows carry the
 # value "-"), so libvmem's ns/op is read against PyTorch's over many
-# processes (issue 11: at most 0.2x).  PIN=CPU runs every process under
+# processes (issue 11: at most 0.2x).  "torch+vmm" and "torch+cuda" run
+# both in one process (torch-replay --vmem, passes alternating): each such
+# process gives a ratio read under one speed mode, printed per trace as the
+# median, lowest and highest over the processes.  PIN=CPU runs every process under
 # `taskset -c CPU`.  Writes $OUT/replay-alternate.jsonl (one line per
 # process, with the setting) and prints, per trace, backend and value: the
 # median of the processes' medians, the median and the lowest of their
@@ -50,6 +53,18 @@ for r in $(seq "$ROUNDS"); do
     for t in "${traces[@]}"; do
         for b in $BACKENDS; do
             case $b in
+            torch+*)
+                vb=${b#torch+}
+                out=$(env -u PYTORCH_CUDA_ALLOC_CONF LD_LIBRARY_PATH= "${pin[@]}" "$TORCH_BIN" \
+                    --vmem "$PWD/$BUILD/src/libvmem.so.0" --vmem-backend "$vb" --repeat "$REPEAT" "$t") ||
+                    { echo "replay-alternate: $t $b: exit $?"; continue; }
+                while IFS= read -r line; do
+                    line=$(sed -e "s/\"allocator\": \"torch\"/\"backend\": \"torch(+$vb)\"/" \
+                        -e "s/\"allocator\": \"libvmem-$vb\"/\"backend\": \"$vb(+torch)\"/" <<<"$line")
+                    printf '{"round": %d, "var": "-", "value": "-", "run": %s}\n' "$r" "$line" >>"$J"
+                done <<<"$out"
+                continue
+                ;;
             torch | torch-expandable)
                 conf=(-u PYTORCH_CUDA_ALLOC_CONF)
                 [ "$b" = torch-expandable ] && conf=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
@@ -89,6 +104,18 @@ for (t, b, v), runs in sorted(rows.items()):
         t, b, v, len(runs), statistics.median(r["ns_per_op"] for r in runs),
         statistics.median(r["ns_per_op_min"] for r in runs),
         min(r["ns_per_op_min"] for r in runs), runs[0]["frag"]))
+# Paired processes (torch+BACKEND): each process's own ratio, libvmem's
+# median ns/op over PyTorch's in the same process.
+paired = collections.defaultdict(list)
+for (t, b, v), runs in rows.items():
+    if b.endswith("(+torch)"):
+        paired[(t, b)] += [r["paired_ratio"] for r in runs if r.get("paired_ratio")]
+if paired:
+    print("%-22s %-12s %5s %12s %8s %8s" % ("trace", "paired", "procs", "median ratio", "lowest",
+                                           "highest"))
+    for (t, b), rs in sorted(paired.items()):
+        print("%-22s %-12s %5d %12.3f %8.3f %8.3f" % (t, b, len(rs), statistics.median(rs), min(rs),
+                                                      max(rs)))
 # Against PyTorch's default allocator where it ran: the ratio of the medians
 # of the processes' fastest passes, and of their medians.
 torch = {t: runs for (t, b, v), runs in rows.items() if b == "torch"}
