@@ -5,7 +5,6 @@
 
 #include "placement.h"
 
-#define PLACE_MAX_ITEMS ((size_t)1 << 18) /* longest step recorded (allocations) */
 #define PLACE_MATCH_MAX 16u               /* allocations to tell candidate offsets apart */
 #define PLACE_RESYNC_MAX 64u              /* failed re-matches before a step is given up */
 #define MiB ((uint64_t)1 << 20)
@@ -901,8 +900,8 @@ unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const pl
 /* Recording                                                                */
 /* ------------------------------------------------------------------------ */
 
-void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream, int arena,
-                      uint64_t seq, uintptr_t addr, int on_host, unsigned decided)
+void place_note_alloc_slow(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream, int arena,
+                           uint64_t seq, uintptr_t addr, int on_host, unsigned decided)
 {
     place_record_t *r = &pl->rec[pl->cur];
     pl->live_total += size;
@@ -957,7 +956,7 @@ static void host_life_note(place_t *pl, const place_item_t *it, uint64_t events)
     pl->stats.host_life_seconds += (double)it->size * (clock_now() - it->t_alloc);
 }
 
-void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size)
+void place_note_free_slow(place_t *pl, int arena, uint64_t seq, uint64_t size)
 {
     place_record_t *r = &pl->rec[pl->cur];
     pl->live_total = pl->live_total > size ? pl->live_total - size : 0;

@@ -31,6 +31,7 @@
 #define PLACE_HOST 2u       /* planned on host memory */
 
 #define PLACE_OPEN UINT32_MAX /* an item's free not seen (yet) */
+#define PLACE_MAX_ITEMS ((size_t)1 << 18) /* longest step recorded (allocations) */
 
 /* The solver's rules (place_t.rule, place_problem_t.rule). */
 #define PLACE_RULE_FARTHEST 0 /* the live block freed farthest ahead goes to host first */
@@ -280,12 +281,50 @@ static inline unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream,
 
 /* An allocation succeeded: arena (0 device, 1 host), its sequence number in
  * that arena, the block, where it lies (on_host), and what had been decided
- * for it (place_decide's answer). */
-void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream, int arena,
-                      uint64_t seq, uintptr_t addr, int on_host, unsigned decided);
+ * for it (place_decide's answer).  Inline for the common case (on device,
+ * nothing decided, room in the record, the arena's next sequence number);
+ * the rest in place_note_alloc_slow, which does the same from scratch. */
+void place_note_alloc_slow(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream, int arena,
+                           uint64_t seq, uintptr_t addr, int on_host, unsigned decided);
+static inline void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream,
+                                    int arena, uint64_t seq, uintptr_t addr, int on_host,
+                                    unsigned decided)
+{
+    place_record_t *r = &pl->rec[pl->cur];
+    place_seqmap_t *m = &r->seqs[arena & 1];
+    if (on_host || decided != PLACE_NONE || r->overflow || r->n >= r->cap ||
+        r->n >= PLACE_MAX_ITEMS || m->n == 0 || m->n >= m->cap || m->n >= PLACE_MAX_ITEMS * 4 ||
+        seq != m->seq0 + m->n) {
+        place_note_alloc_slow(pl, req, size, stream, arena, seq, addr, on_host, decided);
+        return;
+    }
+    pl->live_total += size;
+    if (pl->live_total > r->peak_total)
+        r->peak_total = pl->live_total;
+    r->items[r->n] = (place_item_t){.req = req, .size = size, .stream = stream, .addr = addr,
+                                    .at = r->nevents++, .end = PLACE_OPEN, .wrap = PLACE_OPEN,
+                                    .arena = (uint8_t)arena};
+    m->map[m->n++] = (uint32_t)r->n;
+    r->n++;
+}
 
-/* A block was freed: arena, its allocation sequence number, its size. */
-void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size);
+/* A block was freed: arena, its allocation sequence number, its size.
+ * Inline for a block of this step's record that lay on device memory. */
+void place_note_free_slow(place_t *pl, int arena, uint64_t seq, uint64_t size);
+static inline void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size)
+{
+    place_record_t *r = &pl->rec[pl->cur];
+    const place_seqmap_t *m = &r->seqs[arena & 1];
+    if (m->n && seq >= m->seq0 && seq - m->seq0 < m->n) {
+        uint32_t i = m->map[seq - m->seq0];
+        if (i != PLACE_OPEN && i < r->n && !r->items[i].host) {
+            pl->live_total = pl->live_total > size ? pl->live_total - size : 0;
+            r->items[i].end = r->nevents++;
+            return;
+        }
+    }
+    place_note_free_slow(pl, arena, seq, size);
+}
 
 /* The step ended: closes the record, which becomes the plan's source. */
 void place_step_end(place_t *pl, const place_env_t *env);
