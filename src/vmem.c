@@ -6,7 +6,10 @@
 
 #include "vmem_internal.h"
 
-static _Thread_local vmem_status_t tls_status;
+/* initial-exec: one thread-pointer-relative access per call instead of a
+ * __tls_get_addr call (a few bytes of the static TLS surplus that glibc
+ * keeps for libraries loaded by dlopen, as Python's ctypes loads this one). */
+static _Thread_local vmem_status_t tls_status __attribute__((tls_model("initial-exec")));
 
 vmem_status_t vmem_last_status(void) { return tls_status; }
 void vmem_set_last_status(vmem_status_t st) { tls_status = st; }
@@ -358,6 +361,19 @@ static void step_track(vmem_t *v)
         v->wm_all = d + h;
 }
 
+/* The same after an allocation that moved no host bytes (in the device
+ * arena, nothing moved to or from host before it): device bytes only rose
+ * and host bytes stayed, so only the maxima can change. */
+static inline void step_track_device_alloc(vmem_t *v)
+{
+    size_t d = v->dev.in_use - v->dev.host_in_use;
+    if (d > v->step_dev_max)
+        v->step_dev_max = d;
+    size_t all = d + v->host.in_use + v->dev.host_in_use;
+    if (all > v->wm_all)
+        v->wm_all = all;
+}
+
 /* 1 when stream handles are real CUDA streams.  On a simulated device they
  * are opaque tokens and nothing runs asynchronously, so nothing is waited
  * for, but blocks still carry stream keys (tests check who may reuse what). */
@@ -454,15 +470,17 @@ int vmem_streams_settle(vmem_t *v) { return streams_settle(v); }
 
 /* The stream keys of an allocation and of a free on stream.  One stream so
  * far and this is it (the common case): key 0, no call. */
-uintptr_t vmem_stream_alloc_key(vmem_t *v, void *stream)
+static inline uintptr_t alloc_key(vmem_t *v, void *stream)
 {
     return !v->multi_stream && v->nstreams && v->streams[0] == stream ? 0 : stream_key(v, stream);
 }
-uintptr_t vmem_stream_free_key(vmem_t *v, void *stream)
+static inline uintptr_t free_key(vmem_t *v, void *stream)
 {
     return !v->multi_stream && v->nstreams && v->streams[0] == stream ? 0
                                                                       : stream_free_key(v, stream);
 }
+uintptr_t vmem_stream_alloc_key(vmem_t *v, void *stream) { return alloc_key(v, stream); }
+uintptr_t vmem_stream_free_key(vmem_t *v, void *stream) { return free_key(v, stream); }
 
 /* Host bytes that may still be taken: the host limit covers the host arena
  * and the device arena's host-backed granules together. */
@@ -542,6 +560,7 @@ static void *device_alloc(vmem_t *v, size_t size, uintptr_t key)
 static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *st,
                           pending_event_t *pe)
 {
+    size_t host_before = v->dev.host_in_use + v->host.in_use; /* for step_track */
     place_env_t env = place_env(v);
     unsigned where = place_decide(&v->place, size, key, &env);
     /* The block layout (layout.c): this allocation's planned address, if any. */
@@ -584,7 +603,10 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *
                          why != NULL, where);
         if (arena == 0)
             layout_note_alloc(&v->layout, (uintptr_t)p);
-        step_track(v);
+        if (arena == 0 && v->dev.host_in_use + v->host.in_use == host_before)
+            step_track_device_alloc(v);
+        else
+            step_track(v);
         *st = VMEM_OK;
         return p;
     }
@@ -621,7 +643,7 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
     if (tag)
         return tags_alloc(v, size, stream, tag);
     pthread_mutex_lock(&v->lock);
-    void *p = alloc_locked(v, size, vmem_stream_alloc_key(v, stream), &st, &pe);
+    void *p = alloc_locked(v, size, alloc_key(v, stream), &st, &pe);
     pthread_mutex_unlock(&v->lock);
     tls_status = st;
     if (!p)
@@ -639,7 +661,7 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
     if (!ptr)
         return VMEM_OK;
     pthread_mutex_lock(&v->lock);
-    uintptr_t key = vmem_stream_free_key(v, stream);
+    uintptr_t key = free_key(v, stream);
     size_t bytes = 0;
     int arena = 0;
     vmem_status_t st = bfc_free(&v->dev, ptr, key, &bytes);
