@@ -271,10 +271,14 @@ void place_fini(place_t *pl);
  * with nothing to decide (learning, or left the sequence: most steps of an
  * uncapped job), which pay no call. */
 unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env);
+static inline int place_deciding(const place_t *pl)
+{
+    return pl->plans && pl->state != PLACE_ST_LEARN && pl->state != PLACE_ST_DIVERGED;
+}
 static inline unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream,
                                     const place_env_t *env)
 {
-    if (!pl->plans || pl->state == PLACE_ST_LEARN || pl->state == PLACE_ST_DIVERGED)
+    if (!place_deciding(pl))
         return PLACE_NONE;
     return place_decide_step(pl, req, stream, env);
 }

@@ -361,6 +361,15 @@ static void step_track(vmem_t *v)
         v->wm_all = d + h;
 }
 
+/* The same after a free of a block on device memory (no host bytes moved):
+ * only the device minimum can change. */
+static inline void step_track_device_free(vmem_t *v)
+{
+    size_t d = v->dev.in_use - v->dev.host_in_use;
+    if (d < v->step_dev_min)
+        v->step_dev_min = d;
+}
+
 /* The same after an allocation that moved no host bytes (in the device
  * arena, nothing moved to or from host before it): device bytes only rose
  * and host bytes stayed, so only the maxima can change. */
@@ -561,8 +570,11 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *
                           pending_event_t *pe)
 {
     size_t host_before = v->dev.host_in_use + v->host.in_use; /* for step_track */
-    place_env_t env = place_env(v);
-    unsigned where = place_decide(&v->place, size, key, &env);
+    unsigned where = PLACE_NONE;
+    if (place_deciding(&v->place)) { /* the environment only for a step that decides */
+        place_env_t env = place_env(v);
+        where = place_decide_step(&v->place, size, key, &env);
+    }
     /* The block layout (layout.c): this allocation's planned address, if any. */
     uintptr_t planned = layout_next(&v->layout, size, key, &v->place, &v->dev);
     if (place_moves_due(&v->place))
@@ -662,6 +674,7 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
         return VMEM_OK;
     pthread_mutex_lock(&v->lock);
     uintptr_t key = free_key(v, stream);
+    size_t host_before = v->dev.host_in_use + v->host.in_use; /* for step_track */
     size_t bytes = 0;
     int arena = 0;
     vmem_status_t st = bfc_free(&v->dev, ptr, key, &bytes);
@@ -680,7 +693,10 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
         if (arena == 0)
             layout_note_free(&v->layout, (uintptr_t)ptr);
         v->frees++;
-        step_track(v);
+        if (arena == 0 && v->dev.host_in_use + v->host.in_use == host_before)
+            step_track_device_free(v);
+        else
+            step_track(v);
     } else {
         st = bfc_classify(&v->dev, ptr);
         if (st == VMEM_ERR_FOREIGN_PTR)
