@@ -231,6 +231,23 @@ uint64_t vm_peak(void *self)
     return s.device_peak_held;
 }
 
+replay_target_t make_target(const char *name, const char *peak_source,
+                            int (*open)(void *, char *, size_t), void (*close)(void *),
+                            uint64_t (*peak)(void *), void *ctx, void *(*alloc)(void *, size_t),
+                            void (*release)(void *, void *))
+{
+    replay_target_t r = {};
+    r.allocator = name;
+    r.peak_source = peak_source;
+    r.open = open;
+    r.close = close;
+    r.peak_reserved = peak;
+    r.ops.ctx = ctx;
+    r.ops.alloc = alloc;
+    r.ops.free = release;
+    return r;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -239,16 +256,9 @@ int main(int argc, char **argv)
     const char *conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
     bool expandable = conf && std::string(conf).find("expandable_segments:True") != std::string::npos;
     t.name = expandable ? "torch-expandable" : "torch";
-    replay_target_t target = {};
-    target.allocator = t.name.c_str();
-    target.peak_source = "c10 DeviceStats reserved_bytes[AGGREGATE].peak";
-    target.open = torch_open;
-    target.close = torch_close;
-    target.peak_reserved = torch_peak;
-    target.observe = nullptr;
-    target.ops.ctx = &t;
-    target.ops.alloc = torch_alloc;
-    target.ops.free = torch_free;
+    replay_target_t target = make_target(t.name.c_str(), "c10 DeviceStats reserved_bytes[AGGREGATE].peak",
+                                         torch_open, torch_close, torch_peak, &t, torch_alloc,
+                                         torch_free);
 
     // --vmem LIB [--vmem-backend vmm|cuda] come first; the rest goes to replay_cli.
     static VmemTarget vt;
@@ -283,15 +293,8 @@ int main(int argc, char **argv)
     if (vmem_load(&vt, lib) != 0)
         return 1;
     vt.name = "libvmem-" + vt.backend_name;
-    replay_target_t paired = {};
-    paired.allocator = vt.name.c_str();
-    paired.peak_source = "libvmem device_peak_held";
-    paired.open = vm_open;
-    paired.close = vm_close;
-    paired.peak_reserved = vm_peak;
+    replay_target_t paired = make_target(vt.name.c_str(), "libvmem device_peak_held", vm_open,
+                                         vm_close, vm_peak, &vt, vm_alloc, vm_free);
     paired.trace_begin = vm_trace_begin;
-    paired.ops.ctx = &vt;
-    paired.ops.alloc = vm_alloc;
-    paired.ops.free = vm_free;
     return replay_cli_paired(argc - used, argv + used, &target, &paired);
 }
