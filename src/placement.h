@@ -256,7 +256,7 @@ void place_set_swap(place_t *pl, uint64_t unit, uint32_t head, uint32_t tail);
  * decided (then place_next_move gives them). */
 static inline int place_moves_due(const place_t *pl) { return pl->due_lo < pl->due_hi; }
 
-/* The next move due before the allocation just decided (place_decide),
+/* The next move due before the allocation just decided (place_decide_step),
  * for a block of this step still live: 1 with *addr, *size and *to_host
  * set, 0 when none is left. */
 int place_next_move(place_t *pl, uintptr_t *addr, uint64_t *size, int *to_host);
@@ -265,27 +265,24 @@ int place_next_move(place_t *pl, uintptr_t *addr, uint64_t *size, int *to_host);
 void place_move_done(place_t *pl, int to_host, uint64_t bytes);
 void place_fini(place_t *pl);
 
-/* Where the next allocation (requested bytes, stream key) should go:
- * PLACE_NONE (no plan: device first), PLACE_DEVICE or PLACE_HOST.  env
- * is consulted when a plan is made (once per step).  Inline for the steps
- * with nothing to decide (learning, or left the sequence: most steps of an
- * uncapped job), which pay no call. */
-unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env);
+/* Whether the step in progress decides where allocations go: 0 for the
+ * steps with nothing to decide (learning, or left the sequence: most steps
+ * of an uncapped job), whose allocations are PLACE_NONE without a call (nor
+ * an environment built for one). */
 static inline int place_deciding(const place_t *pl)
 {
     return pl->plans && pl->state != PLACE_ST_LEARN && pl->state != PLACE_ST_DIVERGED;
 }
-static inline unsigned place_decide(place_t *pl, uint64_t req, uintptr_t stream,
-                                    const place_env_t *env)
-{
-    if (!place_deciding(pl))
-        return PLACE_NONE;
-    return place_decide_step(pl, req, stream, env);
-}
+
+/* In a step that decides (place_deciding): where the next allocation
+ * (requested bytes, stream key) should go: PLACE_NONE (no plan: device
+ * first), PLACE_DEVICE or PLACE_HOST.  env is consulted when a plan is made
+ * (once per step). */
+unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env);
 
 /* An allocation succeeded: arena (0 device, 1 host), its sequence number in
  * that arena, the block, where it lies (on_host), and what had been decided
- * for it (place_decide's answer).  Inline for the common case (on device,
+ * for it (place_decide_step's answer, else PLACE_NONE).  Inline for the common case (on device,
  * nothing decided, room in the record, the arena's next sequence number);
  * the rest in place_note_alloc_slow, which does the same from scratch. */
 void place_note_alloc_slow(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream, int arena,

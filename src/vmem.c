@@ -378,7 +378,7 @@ static inline void step_track_device_alloc(vmem_t *v)
     size_t d = v->dev.in_use - v->dev.host_in_use;
     if (d > v->step_dev_max)
         v->step_dev_max = d;
-    size_t all = d + v->host.in_use + v->dev.host_in_use;
+    size_t all = v->dev.in_use + v->host.in_use; /* as vmem_watermark counts them */
     if (all > v->wm_all)
         v->wm_all = all;
 }

@@ -159,7 +159,7 @@ int vmem_streams_settle(vmem_t *v);
 size_t vmem_host_room(const vmem_t *v);
 
 /* swap.c: the moves the planner's swap windows want before the allocation
- * just decided (place_decide).  Called with v->lock. */
+ * just decided (place_decide_step).  Called with v->lock. */
 void swap_run_due(vmem_t *v);
 
 /* tags.c: the hooks of the allocator (lock held unless said otherwise).
