@@ -53,26 +53,22 @@ for r in $(seq "$ROUNDS"); do
     for t in "${traces[@]}"; do
         for b in $BACKENDS; do
             case $b in
-            torch+*)
-                vb=${b#torch+}
-                out=$(env -u PYTORCH_CUDA_ALLOC_CONF LD_LIBRARY_PATH= "${pin[@]}" "$TORCH_BIN" \
-                    --vmem "$PWD/$BUILD/src/libvmem.so.0" --vmem-backend "$vb" --repeat "$REPEAT" "$t") ||
-                    { echo "replay-alternate: $t $b: exit $?"; continue; }
+            torch | torch-expandable | torch+*)
+                # PyTorch keeps its own libraries (rpath), not the carried CUDA
+                # runtime; torch+BACKEND also replays libvmem in the process.
+                conf=(-u PYTORCH_CUDA_ALLOC_CONF) paired=() tl=$b vb=-
+                [ "$b" = torch-expandable ] && conf=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
+                if [ "${b#torch+}" != "$b" ]; then
+                    vb=${b#torch+} tl="torch(+${b#torch+})"
+                    paired=(--vmem "$PWD/$BUILD/src/libvmem.so.0" --vmem-backend "$vb")
+                fi
+                out=$(env "${conf[@]}" LD_LIBRARY_PATH= "${pin[@]}" "$TORCH_BIN" "${paired[@]}" \
+                    --repeat "$REPEAT" "$t") || { echo "replay-alternate: $t $b: exit $?"; continue; }
                 while IFS= read -r line; do
-                    line=$(sed -e "s/\"allocator\": \"torch\"/\"backend\": \"torch(+$vb)\"/" \
+                    line=$(sed -e "s/\"allocator\": \"torch[^\"]*\"/\"backend\": \"$tl\"/" \
                         -e "s/\"allocator\": \"libvmem-$vb\"/\"backend\": \"$vb(+torch)\"/" <<<"$line")
                     printf '{"round": %d, "var": "-", "value": "-", "run": %s}\n' "$r" "$line" >>"$J"
                 done <<<"$out"
-                continue
-                ;;
-            torch | torch-expandable)
-                conf=(-u PYTORCH_CUDA_ALLOC_CONF)
-                [ "$b" = torch-expandable ] && conf=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
-                # PyTorch keeps its own libraries (rpath), not the carried CUDA runtime.
-                line=$(env "${conf[@]}" LD_LIBRARY_PATH= "${pin[@]}" "$TORCH_BIN" --repeat "$REPEAT" "$t") ||
-                    { echo "replay-alternate: $t $b: exit $?"; continue; }
-                line=$(sed "s/\"allocator\": \"[^\"]*\"/\"backend\": \"$b\"/" <<<"$line")
-                printf '{"round": %d, "var": "-", "value": "-", "run": %s}\n' "$r" "$line" >>"$J"
                 continue
                 ;;
             esac
