@@ -19,10 +19,11 @@ build_torch() {
     rpath=$(sed -n 2p <<<"$paths" | tr ';' '\n' | sed -e 's/^/-Wl,-rpath,/' | tr '\n' ' ')
     abi=$(sed -n 3p <<<"$paths")
     TORCH_VERSION=$(sed -n 4p <<<"$paths")
+    # $inc, $libs and $rpath are lists of flags, split on purpose
+    # shellcheck disable=SC2086
     cc -O2 -std=c11 -D_GNU_SOURCE -Ibench -c bench/trace.c -o "$dir/trace.o" &&
         cc -O2 -std=c11 -D_GNU_SOURCE -Ibench -c bench/replay.c -o "$dir/replay.o" &&
         cc -O2 -std=c11 -D_GNU_SOURCE -Ibench -c bench/steps.c -o "$dir/steps.o" &&
-        # shellcheck disable=SC2086
         c++ -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI="$abi" -Ibench -Iinclude $inc -I"$CUDA_HOME/include" \
             bench/torch_replay.cc "$dir/trace.o" "$dir/replay.o" "$dir/steps.o" -o "$TORCH_BIN" \
             $libs $rpath -Wl,--allow-shlib-undefined -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -lc10_cuda \
