@@ -41,7 +41,14 @@
 #define VMM_RANGE_HOST ((size_t)256 << 30) /* ... plus room for host memory in place */
 #define VMM_BIG ((size_t)64 << 20)         /* a big handle (default; VMEM_VMM_BIG_MIB); also
                                               bytes per step of a move */
+#define VMM_HUGE ((size_t)512 << 20)       /* a huge handle (default; VMEM_VMM_HUGE_MIB):
+                                              device memory only, where a run covers an
+                                              aligned piece of this size */
+#define VMM_HUGE_MAX 64                    /* big handles per huge one, at most */
 #define VMM_STAGES 4                       /* steps of a move in flight */
+#define VMM_RING 16                        /* ... at most (a move of huge mappings to host:
+                                              a huge mapping's pieces wait for its last, so
+                                              the next one's copies run meanwhile) */
 #define VMM_SPLIT_THREADS 4                /* threads mapping the granule handles of a split */
 #define VMM_SPLIT_MIN 8                    /* kept granules below which a split maps alone */
 
@@ -54,14 +61,18 @@ enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3, VMM_FREEING =
 /* VMM_FREEING: given back during a release batch, unmapped at its end
  * (then every big mapping is split once, knowing all that goes). */
 
+/* What big[i] says of the mapping granule i lies in. */
+enum { MAP_GRANULE = 0, MAP_BIG = 1, MAP_HUGE = 2 };
+
 /*
  * Invariants: state[i] says what backs granule i of [va, va + va_size)
  * (VMM_NONE: nothing mapped there); in_use == granule * count(VMM_DEVICE),
  * host_in_use == granule * count(VMM_HOST), zombie == granule *
- * count(VMM_ZOMBIE); big[i] is 1 iff granule i lies in a big mapping, which
- * then covers [i - i % bign, + bign) (device memory, or host memory when
- * host_big; one kind per mapping, its given-back granules VMM_ZOMBIE or
- * VMM_FREEING); no handle is held
+ * count(VMM_ZOMBIE); big[i] is MAP_BIG iff granule i lies in a big mapping,
+ * which then covers [i - i % bign, + bign) (device memory, or host memory
+ * when host_big), MAP_HUGE iff it lies in a huge mapping, which then covers
+ * [i - i % hugen, + hugen) (device memory only); one kind per mapping, its
+ * given-back granules VMM_ZOMBIE or VMM_FREEING; no handle is held
  * by the backend outside a call (mappings keep the memory).  The staging
  * range and the scratch range are unmapped outside a call (the scratch
  * range: outside a release batch).
@@ -84,6 +95,7 @@ typedef struct vmm_backend {
     size_t va_size, ngranules, granule;
     uint8_t *state, *big;
     size_t bign;                  /* granules per big handle; 0: big handles off */
+    size_t hugen;                 /* granules per huge handle (a multiple of bign); 0: off */
     int host_big;                 /* 1: host memory in big handles too (VMEM_VMM_HOST_BIG) */
     int dev_big;                  /* 1: device memory in big handles (VMEM_VMM_DEVICE_BIG) */
     int split_threads;            /* threads mapping a split's handles (VMEM_VMM_SPLIT_THREADS) */
@@ -91,7 +103,7 @@ typedef struct vmm_backend {
     CUmemAllocationProp prop[3];  /* indexed by VMM_DEVICE, VMM_HOST */
     CUmemAccessDesc access;
     int unmap_runs;               /* 1: cuMemUnmap takes a run of several mappings */
-    CUdeviceptr stage;            /* VMM_STAGES * batch: new memory of moves */
+    CUdeviceptr stage;            /* VMM_RING slots of slotn granules: new memory of moves */
     /* The mirror (VMEM_VMM_MOVE_MIRROR): a second range of nslots slots of
      * one big handle each, where host big handles stay mapped with access
      * granted across pauses, so a move to host copies straight from the
@@ -112,12 +124,22 @@ typedef struct vmm_backend {
     uint8_t *noacc;
     CUdeviceptr scratch;          /* bign granules: live data of a split */
     int scratch_mapped;
+    CUdeviceptr hscratch;         /* hugen granules: the data of a huge split */
+    int hscratch_mapped;
+    /* A move to host through the mirror of a huge mapping: its pieces (one
+     * big handle each) are copied into slots one step at a time, and the
+     * mapping is unmapped, and the slots' handles mapped in its place, only
+     * once its last piece is copied.  hpend: the slots of the pieces copied
+     * so far (hpend_n of them), piece k at hpend[k]. */
+    uint32_t hpend[VMM_HUGE_MAX];
+    size_t hpend_n;
     int batch_depth, batch_synced;
     size_t pend_lo, pend_hi;      /* granules holding VMM_FREEING lie in [pend_lo, pend_hi) */
     size_t batch;
+    size_t slotn;                 /* granules per staging slot: batch's, or hugen */
     CUstream stream;
-    CUevent done[VMM_STAGES];
-    CUmemGenericAllocationHandle *handles; /* VMM_STAGES * batch / granule, scratch for moves */
+    CUevent done[VMM_RING];
+    CUmemGenericAllocationHandle *handles; /* VMM_RING * slotn, scratch for moves */
     backend_vmm_counters_t n;
     unsigned long long threads_run; /* helper threads that mapped part of a split */
     /* Seconds spent, for vmm-bench (backend_vmm_variant): moves creating
@@ -187,6 +209,14 @@ static size_t granule_index(const vmm_backend_t *m, CUdeviceptr p)
 }
 
 static size_t big_bytes(const vmm_backend_t *m) { return m->bign * m->granule; }
+
+/* Granules of the mapping granule i lies in (i mapped), and its first. */
+static size_t map_len(const vmm_backend_t *m, size_t i)
+{
+    return m->big[i] == MAP_HUGE ? m->hugen : m->big[i] == MAP_BIG ? m->bign : 1;
+}
+
+static size_t map_start(const vmm_backend_t *m, size_t i) { return i - i % map_len(m, i); }
 
 /* ------------------------------------------------------------------------ */
 /* The mirror and the kept host memory                                      */
@@ -331,7 +361,7 @@ static CUresult run_unmap(vmm_backend_t *m, size_t first, size_t n)
         return r;
     }
     for (size_t i = first; i < first + n;) {
-        size_t k = m->big[i] ? m->bign : 1;
+        size_t k = map_len(m, i);
         CUresult e = m->cu->MemUnmap(granule_addr(m, i), k * m->granule);
         if (r == CUDA_SUCCESS)
             r = e;
@@ -361,6 +391,12 @@ static int big_fits(const vmm_backend_t *m, size_t i, size_t end, int kind)
            i % m->bign == 0 && i + m->bign <= end;
 }
 
+/* Whether granules [i, i + hugen) may be one huge handle of `kind`. */
+static int huge_fits(const vmm_backend_t *m, size_t i, size_t end, int kind)
+{
+    return kind == VMM_DEVICE && m->hugen && i % m->hugen == 0 && i + m->hugen <= end;
+}
+
 /* Creates physical memory of `kind` for granules [first, first + n) and
  * maps it there: a big handle for every aligned bign granules inside (one
  * handle per granule where that fails, and elsewhere), then grants the
@@ -370,6 +406,15 @@ static CUresult run_create(vmm_backend_t *m, size_t first, size_t n, int kind)
     CUresult r = CUDA_SUCCESS;
     size_t i = first, end = first + n;
     while (i < end) {
+        if (huge_fits(m, i, end, kind)) {
+            if (map_new(m, granule_addr(m, i), m->hugen, kind) == CUDA_SUCCESS) {
+                memset(m->big + i, MAP_HUGE, m->hugen);
+                m->n.huge_maps++;
+                i += m->hugen;
+                continue;
+            }
+            m->n.big_fallbacks++;
+        }
         if (big_fits(m, i, end, kind)) {
             if (map_new(m, granule_addr(m, i), m->bign, kind) == CUDA_SUCCESS) {
                 memset(m->big + i, 1, m->bign);
@@ -403,14 +448,18 @@ static size_t run_find(const vmm_backend_t *m, size_t n, void *hint)
         if (i - first == n)
             return first;
     }
-    for (size_t i = 0; i + n <= m->ngranules;) {
-        size_t j = 0;
-        while (j < n && m->state[i + j] == VMM_NONE)
-            j++;
-        if (j == n)
-            return i;
-        i += j + 1;
-    }
+    /* A run long enough for a huge handle starts where one can (the
+     * lowest such run), so that its device memory takes few mappings. */
+    size_t align = m->hugen && n >= m->hugen ? m->hugen : 1;
+    for (; align; align = align > 1 ? 1 : 0)
+        for (size_t i = 0; i + n <= m->ngranules;) {
+            size_t j = 0;
+            while (j < n && m->state[i + j] == VMM_NONE)
+                j++;
+            if (j == n)
+                return i;
+            i = (i + j + 1 + align - 1) / align * align;
+        }
     return SIZE_MAX;
 }
 
@@ -475,6 +524,25 @@ static void scratch_drop(vmm_backend_t *m)
     if (m->scratch_mapped)
         m->cu->MemUnmap(m->scratch, m->bign * m->granule);
     m->scratch_mapped = 0;
+    if (m->hscratch_mapped)
+        m->cu->MemUnmap(m->hscratch, m->hugen * m->granule);
+    m->hscratch_mapped = 0;
+}
+
+/* The huge scratch range, mapped (one huge device handle) until the next
+ * scratch_drop; 0 if there is no memory for it. */
+static int hscratch_get(vmm_backend_t *m)
+{
+    if (m->hscratch_mapped)
+        return 1;
+    if (!m->hscratch || map_new(m, m->hscratch, m->hugen, VMM_DEVICE) != CUDA_SUCCESS)
+        return 0;
+    if (m->cu->MemSetAccess(m->hscratch, m->hugen * m->granule, &m->access, 1) != CUDA_SUCCESS) {
+        m->cu->MemUnmap(m->hscratch, m->hugen * m->granule);
+        return 0;
+    }
+    m->hscratch_mapped = 1;
+    return 1;
 }
 
 static int scratch_get(vmm_backend_t *m)
@@ -721,9 +789,129 @@ zombie:
     return 0;
 }
 
-/* Splits the big mappings that [first, end) cuts (those reaching out of
- * it), freeing their part inside when `free_inside`, else converting them
- * whole to small handles. */
+/*
+ * Splits the huge mapping at granule h (h % hugen == 0) into big mappings
+ * at the same addresses, then splits those as big_split(b, lo, hi) does:
+ * the granules in [lo, hi), and those already given back (VMM_ZOMBIE,
+ * VMM_FREEING), are freed, the others keep their data.  The whole mapping
+ * is copied to the huge scratch range, unmapped (which frees it), a big
+ * handle mapped for every piece that keeps something, and those pieces
+ * copied back.  Returns 1 on success.  On failure (no memory for the
+ * scratch or the big handles) the huge mapping stays (or is recreated, the
+ * data copied back) and [lo, hi) becomes VMM_ZOMBIE.  The device must be
+ * quiet.
+ */
+static int huge_split(vmm_backend_t *m, size_t h, size_t lo, size_t hi)
+{
+    size_t pieces = m->hugen / m->bign, nkeep = 0, bb = big_bytes(m);
+    uint8_t pkeep[VMM_HUGE_MAX] = {0}, mapped[VMM_HUGE_MAX] = {0};
+    for (size_t k = 0; k < m->hugen; k++) {
+        size_t i = h + k;
+        int keep = !(i >= lo && i < hi) && m->state[i] != VMM_ZOMBIE && m->state[i] != VMM_FREEING;
+        nkeep += (size_t)keep;
+        pkeep[k / m->bign] |= (uint8_t)keep;
+    }
+    CUdeviceptr at = granule_addr(m, h);
+    size_t bytes = m->hugen * m->granule;
+    if (nkeep == 0) { /* nothing left alive: the whole mapping goes */
+        if (m->cu->MemUnmap(at, bytes) != CUDA_SUCCESS)
+            goto zombie;
+        for (size_t k = 0; k < m->hugen; k++)
+            if (m->state[h + k] == VMM_ZOMBIE)
+                m->zombie -= m->granule;
+        memset(m->state + h, VMM_NONE, m->hugen);
+        memset(m->big + h, MAP_GRANULE, m->hugen);
+        return 1;
+    }
+    double t0 = seconds();
+    if (!hscratch_get(m) ||
+        m->cu->MemcpyAsync(m->hscratch, at, bytes, m->stream) != CUDA_SUCCESS ||
+        m->cu->StreamSynchronize(m->stream) != CUDA_SUCCESS)
+        goto zombie;
+    double t1 = seconds();
+    m->t_scopy += t1 - t0;
+    if (m->cu->MemUnmap(at, bytes) != CUDA_SUCCESS)
+        goto zombie;
+    double t2 = seconds();
+    m->t_sunmap += t2 - t1;
+    /* From here [at, at + bytes) is unmapped; the data is in the scratch. */
+    CUresult r = CUDA_SUCCESS;
+    for (size_t p = 0; p < pieces && r == CUDA_SUCCESS; p++)
+        if (pkeep[p]) {
+            r = map_new(m, at + (CUdeviceptr)(p * bb), m->bign, VMM_DEVICE);
+            if (r == CUDA_SUCCESS) {
+                mapped[p] = 1;
+                r = m->cu->MemSetAccess(at + (CUdeviceptr)(p * bb), bb, &m->access, 1);
+            }
+        }
+    double t3 = seconds();
+    m->t_smap += t3 - t2;
+    for (size_t p = 0; p < pieces && r == CUDA_SUCCESS; p++)
+        if (pkeep[p])
+            r = m->cu->MemcpyAsync(at + (CUdeviceptr)(p * bb), m->hscratch + (CUdeviceptr)(p * bb),
+                                   bb, m->stream);
+    if (r == CUDA_SUCCESS)
+        r = m->cu->StreamSynchronize(m->stream);
+    m->t_scopy += seconds() - t3;
+    if (r == CUDA_SUCCESS) {
+        m->n.huge_splits++;
+        for (size_t p = 0; p < pieces; p++) {
+            size_t b = h + p * m->bign;
+            if (!pkeep[p]) { /* nothing of it was kept: nothing is mapped there */
+                for (size_t k = 0; k < m->bign; k++) {
+                    if (m->state[b + k] == VMM_ZOMBIE)
+                        m->zombie -= m->granule;
+                    m->state[b + k] = VMM_NONE;
+                }
+                memset(m->big + b, MAP_GRANULE, m->bign);
+                continue;
+            }
+            memset(m->big + b, MAP_BIG, m->bign);
+            size_t k = 0;
+            while (k < m->bign && !(b + k >= lo && b + k < hi) && m->state[b + k] != VMM_ZOMBIE &&
+                   m->state[b + k] != VMM_FREEING)
+                k++;
+            if (k < m->bign) /* part of this piece goes (or becomes VMM_ZOMBIE) */
+                big_split(m, b, lo > b ? lo : b, hi < b + m->bign ? hi : b + m->bign);
+        }
+        return 1;
+    }
+    /* Undo: the big handles go, one huge handle comes back with the data. */
+    for (size_t p = 0; p < pieces; p++)
+        if (mapped[p])
+            m->cu->MemUnmap(at + (CUdeviceptr)(p * bb), bb);
+    if (map_new(m, at, m->hugen, VMM_DEVICE) != CUDA_SUCCESS ||
+        m->cu->MemSetAccess(at, bytes, &m->access, 1) != CUDA_SUCCESS ||
+        m->cu->MemcpyAsync(at, m->hscratch, bytes, m->stream) != CUDA_SUCCESS ||
+        m->cu->StreamSynchronize(m->stream) != CUDA_SUCCESS) {
+        fprintf(stderr, "libvmem: vmm: split of a huge mapping failed and could not be undone: "
+                        "%zu granules at %#llx lost\n", nkeep, (unsigned long long)at);
+        m->n.lost += nkeep;
+        for (size_t k = 0; k < m->hugen; k++) {
+            size_t i = h + k;
+            if (m->state[i] == VMM_ZOMBIE)
+                m->zombie -= m->granule;
+            else if (!(i >= lo && i < hi) && m->state[i] == VMM_DEVICE)
+                m->in_use -= m->granule;
+            m->state[i] = VMM_NONE;
+        }
+        memset(m->big + h, MAP_GRANULE, m->hugen);
+        m->n.split_failures++;
+        return 0;
+    }
+zombie:
+    m->n.split_failures++;
+    for (size_t i = h; i < h + m->hugen; i++)
+        if (((i >= lo && i < hi) || m->state[i] == VMM_FREEING) && m->state[i] != VMM_ZOMBIE) {
+            m->state[i] = VMM_ZOMBIE;
+            m->zombie += m->granule;
+        }
+    return 0;
+}
+
+/* Splits the big and huge mappings that [first, end) cuts (those reaching
+ * out of it), freeing their part inside when `free_inside`, else
+ * converting them whole to small handles. */
 static void edges_split(vmm_backend_t *m, size_t first, size_t end, int free_inside)
 {
     if (!m->bign)
@@ -731,7 +919,16 @@ static void edges_split(vmm_backend_t *m, size_t first, size_t end, int free_ins
     size_t edge[2] = {first, end - 1};
     for (int e = 0; e < 2; e++) {
         size_t i = edge[e];
-        if (!m->big[i])
+        if (m->big[i] == MAP_HUGE) {
+            size_t h = i - i % m->hugen;
+            if ((h >= first && h + m->hugen <= end) || (e == 1 && h <= first))
+                continue; /* wholly inside, or the mapping the first edge tried */
+            if (free_inside)
+                huge_split(m, h, first > h ? first : h, end < h + m->hugen ? end : h + m->hugen);
+            else
+                huge_split(m, h, h, h);
+        }
+        if (m->big[i] != MAP_BIG)
             continue;
         size_t b = i - i % m->bign;
         if ((b >= first && b + m->bign <= end) || (e == 1 && b <= first))
@@ -757,9 +954,19 @@ static void pending_flush(vmm_backend_t *m)
     if (!ctx_enter(m))
         return;
     device_quiet(m);
+    if (m->hugen) /* huge mappings first: split into big ones, or unmapped whole */
+        for (size_t h = lo - lo % m->hugen; h < hi; h += m->hugen) {
+            if (m->big[h] != MAP_HUGE)
+                continue;
+            size_t k = 0;
+            while (k < m->hugen && m->state[h + k] != VMM_FREEING)
+                k++;
+            if (k < m->hugen)
+                huge_split(m, h, h, h); /* frees the VMM_FREEING (and zombie) granules */
+        }
     if (m->bign)
         for (size_t b = lo - lo % m->bign; b < hi; b += m->bign) {
-            if (!m->big[b])
+            if (m->big[b] != MAP_BIG)
                 continue;
             size_t k = 0;
             while (k < m->bign && m->state[b + k] != VMM_FREEING)
@@ -884,8 +1091,10 @@ static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
     double t0 = seconds();
     size_t k = 0;
     CUresult r = CUDA_SUCCESS;
-    s->big = big_fits(m, granule_index(m, s->src), granule_index(m, s->src) + s->n, kind) &&
-             s->n == m->bign;
+    size_t i0 = granule_index(m, s->src);
+    s->big = (s->n == m->bign && big_fits(m, i0, i0 + s->n, kind)) ||
+             (s->n == m->hugen && huge_fits(m, i0, i0 + s->n, kind));
+again:
     if (s->big) {
         /* Host memory kept from earlier moves (or reserved) first: mapped,
          * not created, so nothing is pinned here. */
@@ -916,11 +1125,19 @@ static CUresult step_prepare(vmm_backend_t *m, move_step_t *s, int kind)
         }
         if (r == CUDA_SUCCESS) {
             k = 1;
-            m->n.big_maps++;
+            if (s->n == m->hugen)
+                m->n.huge_maps++;
+            else
+                m->n.big_maps++;
         } else {
             m->n.big_fallbacks++;
-            s->big = 0;
             r = CUDA_SUCCESS;
+            if (s->n == m->hugen) { /* a shorter step: one big handle */
+                s->n = m->bign;
+                s->big = big_fits(m, i0, i0 + s->n, kind);
+                goto again;
+            }
+            s->big = 0;
         }
     }
     for (; !s->big && k < s->n; k++) {
@@ -999,7 +1216,17 @@ static void keep_host_small(vmm_backend_t *m, CUdeviceptr at)
 static int step_big_mapping(const vmm_backend_t *m, const move_step_t *s, int state)
 {
     size_t i0 = granule_index(m, s->src);
-    return m->bign && s->n == m->bign && i0 % m->bign == 0 && m->big[i0] && m->state[i0] == state;
+    return m->bign && s->n == m->bign && i0 % m->bign == 0 && m->big[i0] == MAP_BIG &&
+           m->state[i0] == state;
+}
+
+/* 1 if step s is one big piece of a huge device mapping, to be moved to
+ * host through the mirror. */
+static int step_huge_piece(const vmm_backend_t *m, const move_step_t *s, int kind)
+{
+    size_t i0 = granule_index(m, s->src);
+    return kind == VMM_HOST && m->host_big && m->hugen && s->n == m->bign && i0 % m->bign == 0 &&
+           m->big[i0] == MAP_HUGE && m->state[i0] == VMM_DEVICE;
 }
 
 static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
@@ -1012,8 +1239,13 @@ static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
     if (r == CUDA_SUCCESS) {
         /* Back to the device: a whole big host mapping is kept for the
          * next move to host (a second pause pins nothing). */
-        if (kind == VMM_DEVICE && step_big_mapping(m, s, VMM_HOST))
-            keep_host(m, s->src);
+        for (size_t k = 0; kind == VMM_DEVICE && m->bign && k < s->n; k += m->bign) {
+            move_step_t piece = *s; /* each whole big host mapping of the step */
+            piece.src = s->src + (CUdeviceptr)(k * m->granule);
+            piece.n = s->n - k < m->bign ? s->n - k : m->bign;
+            if (step_big_mapping(m, &piece, VMM_HOST))
+                keep_host(m, piece.src);
+        }
         for (size_t k = 0; kind == VMM_DEVICE && k < s->n; k++)
             if (!m->big[i0 + k] && m->state[i0 + k] == VMM_HOST)
                 keep_host_small(m, s->src + (CUdeviceptr)(k * m->granule));
@@ -1027,7 +1259,7 @@ static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
         if (r == CUDA_SUCCESS)
             r = m->cu->MemSetAccess(s->src, s->n * m->granule, &m->access, 1);
         if (r == CUDA_SUCCESS && s->big)
-            memset(m->big + i0, 1, s->n);
+            memset(m->big + i0, s->n == m->hugen ? MAP_HUGE : MAP_BIG, s->n);
     }
     double t3 = seconds();
     m->t_map_new += t3 - t2;
@@ -1246,12 +1478,22 @@ static CUresult mirror_prepare(vmm_backend_t *m, move_step_t *s)
  * the host memory once its device memory is gone, new device memory is
  * mapped there and the data copied back from the slot (lost only if that
  * fails too). */
-static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok)
+static CUresult huge_mirror_finish(vmm_backend_t *m, size_t h, size_t *moved);
+
+static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok, size_t *moved)
 {
     size_t bytes = s->n * m->granule, b = granule_index(m, s->src);
     if (!ok) {
         step_slot_back(m, s);
         return CUDA_SUCCESS;
+    }
+    if (m->hugen && m->big[b] == MAP_HUGE) { /* a piece: the mapping goes with its last */
+        size_t h = b - b % m->hugen, k = (b - h) / m->bign;
+        m->hpend[k] = s->slot;
+        m->hpend_n = k + 1;
+        s->slot = 0;
+        s->n = 0; /* the caller counts nothing: huge_mirror_finish does */
+        return k + 1 < m->hugen / m->bign ? CUDA_SUCCESS : huge_mirror_finish(m, h, moved);
     }
     double t0 = seconds();
     CUresult r = m->cu->MemUnmap(s->src, bytes); /* frees the device memory */
@@ -1291,6 +1533,106 @@ static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok)
     return r;
 }
 
+/* The slots of the copied pieces of an unfinished huge move go back to
+ * the kept memory (the huge mapping at its address is untouched). */
+static void hpend_drop(vmm_backend_t *m)
+{
+    for (size_t k = 0; k < m->hpend_n; k++) {
+        move_step_t s = {0};
+        s.slot = m->hpend[k];
+        step_slot_back(m, &s);
+    }
+    m->hpend_n = 0;
+}
+
+/*
+ * The last piece of the huge device mapping at h is copied to its slot:
+ * the mapping is unmapped (its device memory freed) and each piece's slot
+ * handle mapped at the piece, as mirror_finish does for a big mapping; the
+ * granules become VMM_HOST in big host mappings and count in *moved.  If
+ * the unmap fails nothing has moved.  If a piece cannot take its host
+ * memory, it and the pieces after it get new device memory with their
+ * data copied back from the slots (lost only if that fails too).
+ */
+static CUresult huge_mirror_finish(vmm_backend_t *m, size_t h, size_t *moved)
+{
+    size_t pieces = m->hugen / m->bign, bb = big_bytes(m);
+    CUdeviceptr at = granule_addr(m, h);
+    double t0 = seconds();
+    CUresult r = m->cu->MemUnmap(at, m->hugen * m->granule); /* frees the device memory */
+    double t1 = seconds();
+    m->t_mi_unmap += t1 - t0;
+    if (r != CUDA_SUCCESS) {
+        hpend_drop(m);
+        return r;
+    }
+    int noacc = m->base.move_guard != 0;
+    size_t p = 0;
+    for (; p < pieces && r == CUDA_SUCCESS; p++) {
+        CUdeviceptr src = at + (CUdeviceptr)(p * bb), slot = slot_addr(m, m->hpend[p] - 1);
+        CUmemGenericAllocationHandle hd;
+        r = m->cu->MemRetainAllocationHandle(&hd, (void *)(uintptr_t)slot);
+        if (r == CUDA_SUCCESS) {
+            r = m->cu->MemMap(src, bb, 0, hd, 0);
+            m->cu->MemRelease(hd);
+        }
+        if (r == CUDA_SUCCESS && !noacc) {
+            r = m->cu->MemSetAccess(src, bb, &m->access, 1);
+            if (r != CUDA_SUCCESS)
+                m->cu->MemUnmap(src, bb);
+        }
+        if (r != CUDA_SUCCESS)
+            break;
+        size_t b = h + p * m->bign;
+        m->bslot[b / m->bign] = m->hpend[p];
+        m->noacc[b / m->bign] = (uint8_t)noacc;
+        m->hpend[p] = 0;
+        memset(m->big + b, MAP_BIG, m->bign);
+        memset(m->state + b, VMM_HOST, m->bign);
+        *moved += bb;
+    }
+    for (; p < pieces; p++) { /* back to the device, from the slots */
+        CUdeviceptr src = at + (CUdeviceptr)(p * bb), slot = slot_addr(m, m->hpend[p] - 1);
+        size_t b = h + p * m->bign;
+        memset(m->big + b, MAP_GRANULE, m->bign);
+        if (map_new(m, src, m->bign, VMM_DEVICE) != CUDA_SUCCESS ||
+            m->cu->MemSetAccess(src, bb, &m->access, 1) != CUDA_SUCCESS ||
+            m->cu->MemcpyAsync(src, slot, bb, m->stream) != CUDA_SUCCESS ||
+            m->cu->StreamSynchronize(m->stream) != CUDA_SUCCESS) {
+            m->n.lost += m->bign;
+            m->in_use -= bb;
+            memset(m->state + b, VMM_NONE, m->bign);
+        } else {
+            memset(m->big + b, MAP_BIG, m->bign);
+        }
+    }
+    m->t_mi_map += seconds() - t1;
+    for (size_t k = 0; k < pieces; k++)
+        if (m->hpend[k]) {
+            move_step_t s = {0};
+            s.slot = m->hpend[k];
+            step_slot_back(m, &s);
+        }
+    m->hpend_n = 0;
+    return r;
+}
+
+/* VMEM_VMM_HUGE_MIB: 0 (off), or a power of two in MiB up to 4096; else
+ * dflt (with a warning). */
+static size_t huge_bytes_env(size_t dflt)
+{
+    const char *e = getenv("VMEM_VMM_HUGE_MIB");
+    if (!e || !*e)
+        return dflt;
+    char *end = NULL;
+    long v = strtol(e, &end, 10);
+    if (*end == '\0' && v >= 0 && v <= 4096 && (v & (v - 1)) == 0)
+        return (size_t)v << 20;
+    fprintf(stderr, "libvmem: VMEM_VMM_HUGE_MIB=%s ignored (0, or a power of two up to 4096; "
+                    "default %zu)\n", e, dflt >> 20);
+    return dflt;
+}
+
 /* VMEM_VMM_<name>, read at each move (so a benchmark may switch it between
  * pauses): unset or empty gives dflt, "0" gives 0, anything else 1. */
 static int env_flag(const char *name, int dflt)
@@ -1308,6 +1650,24 @@ static CUdeviceptr copy_source(const vmm_backend_t *m, const move_step_t *s)
         return s->src;
     size_t b = granule_index(m, s->src) / m->bign;
     return m->noacc[b] && m->bslot[b] ? slot_addr(m, m->bslot[b] - 1) : s->src;
+}
+
+/* Queues the copy of a step (not a swap step) into its new memory: one
+ * copy, or for a step longer than a big mapping (a huge one, back to the
+ * device) one per big piece, each from where copy_source reads it. */
+static CUresult step_copy(vmm_backend_t *m, move_step_t *s)
+{
+    if (s->n <= m->bign || !m->bign)
+        return m->cu->MemcpyAsync(s->dst, copy_source(m, s), s->n * m->granule, m->stream);
+    CUresult r = CUDA_SUCCESS;
+    for (size_t k = 0; k < s->n && r == CUDA_SUCCESS; k += m->bign) {
+        move_step_t piece = *s;
+        piece.src = s->src + (CUdeviceptr)(k * m->granule);
+        piece.n = s->n - k < m->bign ? s->n - k : m->bign;
+        r = m->cu->MemcpyAsync(s->dst + (CUdeviceptr)(k * m->granule), copy_source(m, &piece),
+                               piece.n * m->granule, m->stream);
+    }
+    return r;
 }
 
 /*
@@ -1353,31 +1713,55 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
     if (r == CUDA_SUCCESS) { /* big mappings (device, or host) cut by the run */
         edges_split(m, first, first + n, 0);
         for (size_t e = 0; e < 2 && m->bign; e++) {
-            size_t i = e ? first + n - 1 : first, b0 = i - i % m->bign;
-            if (m->big[i] && (b0 < first || b0 + m->bign > first + n))
+            size_t i = e ? first + n - 1 : first, b0 = map_start(m, i);
+            if (m->big[i] && (b0 < first || b0 + map_len(m, i) > first + n))
                 r = CUDA_ERROR_OUT_OF_MEMORY; /* could not split: nothing moves */
         }
+        /* Huge mappings inside the run: a move to host through the mirror
+         * takes them piece by piece (mirror_finish); any other move needs
+         * big mappings. */
+        for (size_t h = first; r == CUDA_SUCCESS && m->hugen && h < first + n; h++)
+            if (m->big[h] == MAP_HUGE && !(to_host && mirror_on) && !huge_split(m, h, h, h))
+                r = CUDA_ERROR_OUT_OF_MEMORY;
         if (!m->batch_depth)
             scratch_drop(m);
     }
     double w1 = seconds();
-    move_step_t step[VMM_STAGES];
+    move_step_t step[VMM_RING];
+    /* Steps in flight: VMM_STAGES, or with huge mappings to move to host
+     * through the mirror, a huge mapping's pieces plus VMM_STAGES. */
+    size_t depth = VMM_STAGES;
+    for (size_t h = first; to_host && mirror_on && m->hugen && h < first + n; h += m->bign)
+        if (m->big[h] == MAP_HUGE) {
+            depth = m->hugen / m->bign + VMM_STAGES;
+            depth = depth < VMM_RING ? depth : VMM_RING;
+            break;
+        }
     size_t started = 0, finished = 0, pos = 0; /* steps, steps, granules */
     while (finished < started || (r == CUDA_SUCCESS && pos < n)) {
-        while (r == CUDA_SUCCESS && started - finished < VMM_STAGES && pos < n) {
-            move_step_t *s = &step[started % VMM_STAGES];
+        while (r == CUDA_SUCCESS && started - finished < depth && pos < n) {
+            move_step_t *s = &step[started % VMM_RING];
             size_t at = first + pos, len = per - at % per;
+            if (huge_fits(m, at, first + n, kind) && m->dev_big)
+                len = m->hugen; /* back to the device: one huge handle */
             s->src = p + (CUdeviceptr)(pos * m->granule);
-            s->dst = m->stage + (CUdeviceptr)((started % VMM_STAGES) * m->batch);
+            s->dst = m->stage + (CUdeviceptr)((started % VMM_RING) * m->slotn * m->granule);
             s->n = n - pos < len ? n - pos : len;
-            s->h = m->handles + (started % VMM_STAGES) * per;
-            s->done = m->done[started % VMM_STAGES];
+            s->h = m->handles + (started % VMM_RING) * m->slotn;
+            s->done = m->done[started % VMM_RING];
             s->swap = 0;
             s->mirror = 0;
             s->slot = 0;
             r = CUDA_ERROR_NOT_FOUND;
-            if (mirror_on && swap_fits(m, s, kind))
+            if (step_huge_piece(m, s, kind)) { /* the mirror or nothing (mirror_on here) */
                 r = mirror_prepare(m, s);
+                if (r != CUDA_SUCCESS) {
+                    r = r == CUDA_ERROR_NOT_FOUND ? CUDA_ERROR_OUT_OF_MEMORY : r;
+                    break;
+                }
+            } else if (mirror_on && swap_fits(m, s, kind)) {
+                r = mirror_prepare(m, s);
+            }
             if (!s->mirror && r == CUDA_ERROR_NOT_FOUND)
                 r = swap_on && swap_fits(m, s, kind) ? swap_prepare(m, s)
                                                      : step_prepare(m, s, kind);
@@ -1385,8 +1769,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
                 break;
             double e0 = seconds();
             r = s->swap ? m->cu->MemcpyAsync(s->src, s->dst, s->n * m->granule, m->stream)
-                        : m->cu->MemcpyAsync(s->dst, copy_source(m, s), s->n * m->granule,
-                                             m->stream);
+                        : step_copy(m, s);
             if (r == CUDA_SUCCESS)
                 r = m->cu->EventRecord(s->done, m->stream);
             m->t_enqueue += seconds() - e0;
@@ -1394,7 +1777,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
                 if (s->swap)
                     swap_finish(m, s, 0, NULL, NULL);
                 else if (s->mirror)
-                    mirror_finish(m, s, 0);
+                    mirror_finish(m, s, 0, NULL);
                 else
                     step_abandon(m, s);
                 break;
@@ -1410,14 +1793,14 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         }
         if (finished == started)
             break;
-        move_step_t *s = &step[finished % VMM_STAGES];
+        move_step_t *s = &step[finished % VMM_RING];
         CUresult f;
         if (s->swap || s->mirror) {
             double e0 = seconds();
             f = m->cu->EventSynchronize(s->done);
             m->t_wait += seconds() - e0;
             CUresult g = s->swap ? swap_finish(m, s, f == CUDA_SUCCESS, late, &nlate)
-                                 : mirror_finish(m, s, f == CUDA_SUCCESS);
+                                 : mirror_finish(m, s, f == CUDA_SUCCESS, moved);
             if (f == CUDA_SUCCESS)
                 f = g;
             else
@@ -1435,17 +1818,18 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         *moved += s->n * m->granule;
     }
     for (; finished < started; finished++) {
-        move_step_t *s = &step[finished % VMM_STAGES];
+        move_step_t *s = &step[finished % VMM_RING];
         if (s->swap || s->mirror) {
             m->cu->EventSynchronize(s->done);
             if (s->swap)
                 swap_finish(m, s, 0, NULL, NULL);
             else
-                mirror_finish(m, s, 0);
+                mirror_finish(m, s, 0, NULL);
         } else {
             step_abandon(m, s);
         }
     }
+    hpend_drop(m); /* a huge mapping left half copied stays on the device */
     double l0 = seconds();
     while (nlate)
         m->cu->MemRelease(late[--nlate]);
@@ -1508,13 +1892,13 @@ static vmem_status_t vmm_region_park(backend_t *b, void *base, size_t size)
     if (r == CUDA_SUCCESS) {
         edges_split(m, first, first + n, 0);
         for (size_t e = 0; e < 2 && m->bign; e++) {
-            size_t i = e ? first + n - 1 : first, b0 = i - i % m->bign;
-            if (m->big[i] && (b0 < first || b0 + m->bign > first + n))
+            size_t i = e ? first + n - 1 : first, b0 = map_start(m, i);
+            if (m->big[i] && (b0 < first || b0 + map_len(m, i) > first + n))
                 r = CUDA_ERROR_OUT_OF_MEMORY; /* could not split: nothing parks */
         }
     }
     if (r == CUDA_SUCCESS) {
-        for (size_t i = first; i < first + n; i += m->big[i] ? m->bign : 1)
+        for (size_t i = first; i < first + n; i += map_len(m, i))
             maps++;
         w1 = seconds();
         run_unmap(m, first, n);
@@ -1709,9 +2093,11 @@ static void vmm_destroy(backend_t *b)
         scratch_drop(m);
         m->cu->MemAddressFree(m->va, m->va_size);
         if (m->stage)
-            m->cu->MemAddressFree(m->stage, VMM_STAGES * m->batch);
+            m->cu->MemAddressFree(m->stage, VMM_RING * m->slotn * m->granule);
         if (m->scratch)
             m->cu->MemAddressFree(m->scratch, m->bign * m->granule);
+        if (m->hscratch)
+            m->cu->MemAddressFree(m->hscratch, m->hugen * m->granule);
         while (m->nkeep)
             keep_free(m, m->hkeep[--m->nkeep]);
         while (m->nsmall)
@@ -1721,7 +2107,7 @@ static void vmm_destroy(backend_t *b)
                 slot_put(m, (uint32_t)s);
         if (m->mirror)
             m->cu->MemAddressFree(m->mirror, m->nslots * big_bytes(m));
-        for (int i = 0; i < VMM_STAGES; i++)
+        for (int i = 0; i < VMM_RING; i++)
             if (m->done[i])
                 m->cu->EventDestroy(m->done[i]);
         if (m->stream)
@@ -1852,6 +2238,14 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
         m->bign = 0;
     /* Host memory in big handles too (unmapped in 64 MiB pieces when it
      * moves back); VMEM_VMM_HOST_BIG=0: one handle per host granule. */
+    /* Huge handles for device memory (VMM_HUGE; VMEM_VMM_HUGE_MIB, 0: off)
+     * where a run covers an aligned piece of that size: fewer mappings to
+     * create and to take down (a pause with discard unmaps each). */
+    m->hugen = 0;
+    size_t hugesz = huge_bytes_env(VMM_HUGE);
+    if (m->bign && hugesz % (m->bign * m->granule) == 0 && hugesz / (m->bign * m->granule) >= 2 &&
+        hugesz / (m->bign * m->granule) <= VMM_HUGE_MAX)
+        m->hugen = hugesz / m->granule;
     env = getenv("VMEM_VMM_HOST_BIG");
     m->host_big = m->bign && !(env && strcmp(env, "0") == 0);
     /* Device memory in big handles; VMEM_VMM_DEVICE_BIG=0: one handle per
@@ -1859,6 +2253,8 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
      * memory keeps its big handles. */
     env = getenv("VMEM_VMM_DEVICE_BIG");
     m->dev_big = m->bign && !(env && strcmp(env, "0") == 0);
+    if (!m->dev_big)
+        m->hugen = 0;
     /* Threads creating a split's granule handles (VMEM_VMM_SPLIT_THREADS, at
      * most VMM_SPLIT_THREADS).  Default 1: on an H200 (driver 580) four
      * threads took 209.7 ms against 213.2 ms for one on the 8 GiB scattered
@@ -1887,14 +2283,17 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
     m->batch = m->bign ? m->bign * m->granule : VMM_BIG / m->granule * m->granule;
     if (m->batch == 0)
         m->batch = m->granule;
-    m->handles = calloc(VMM_STAGES * (m->batch / m->granule), sizeof *m->handles);
+    m->slotn = m->batch / m->granule > m->hugen ? m->batch / m->granule : m->hugen;
+    m->handles = calloc(VMM_RING * m->slotn, sizeof *m->handles);
     if (!m->state || !m->big || !m->handles) {
         st = VMEM_ERR_NOMEM;
         goto out;
     }
     /* Aligned to big handles, so that granule indices and addresses agree
      * on their boundaries (granule alignment if the driver refuses). */
-    if (cu->MemAddressReserve(&m->va, m->va_size, m->bign ? m->bign * m->granule : m->granule, 0, 0) !=
+    if ((!m->hugen ||
+         cu->MemAddressReserve(&m->va, m->va_size, m->hugen * m->granule, 0, 0) != CUDA_SUCCESS) &&
+        cu->MemAddressReserve(&m->va, m->va_size, m->bign ? m->bign * m->granule : m->granule, 0, 0) !=
             CUDA_SUCCESS &&
         cu->MemAddressReserve(&m->va, m->va_size, m->granule, 0, 0) != CUDA_SUCCESS)
         goto out;
@@ -1910,10 +2309,17 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
         m->scratch = 0;
         m->bign = 0; /* no room to split a big mapping: never make one */
     }
-    for (int i = 0; host && i < VMM_STAGES; i++)
+    if (!m->bign)
+        m->hugen = 0;
+    if (m->hugen &&
+        cu->MemAddressReserve(&m->hscratch, m->hugen * m->granule, m->granule, 0, 0) != CUDA_SUCCESS) {
+        m->hscratch = 0;
+        m->hugen = 0; /* no room to split a huge mapping: never make one */
+    }
+    for (int i = 0; host && i < VMM_RING; i++)
         if (cu->EventCreate(&m->done[i], CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
             host = 0;
-    if (host && (cu->MemAddressReserve(&m->stage, VMM_STAGES * m->batch, m->granule, 0, 0) !=
+    if (host && (cu->MemAddressReserve(&m->stage, VMM_RING * m->slotn * m->granule, m->granule, 0, 0) !=
                      CUDA_SUCCESS ||
                  !host_probe(m)))
         host = 0; /* device memory only; the pinned host arena takes spills */
@@ -1998,6 +2404,7 @@ int backend_vmm_counters(const backend_t *b, backend_vmm_counters_t *out)
     const vmm_backend_t *m = (const vmm_backend_t *)b;
     *out = m->n;
     out->big_bytes = m->bign * m->granule;
+    out->huge_bytes = m->hugen * m->granule;
     out->unmap_runs = m->unmap_runs;
     out->zombie_bytes = m->zombie;
     out->swap_steps = m->swap_steps;

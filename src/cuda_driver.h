@@ -65,9 +65,12 @@ const char *cu_error_string(CUresult r);
  * suite: which path ran. */
 typedef struct backend_vmm_counters {
     size_t big_bytes;          /* size of a big handle; 0: one handle per granule */
+    size_t huge_bytes;         /* size of a huge (device) handle; 0: none */
     int unmap_runs;            /* 1: one cuMemUnmap covers a run of mappings */
     unsigned long long big_maps;       /* big handles created */
-    unsigned long long big_fallbacks;  /* big handle failed: granule handles instead */
+    unsigned long long big_fallbacks;  /* big or huge handle failed: smaller ones instead */
+    unsigned long long huge_maps;      /* huge handles created */
+    unsigned long long huge_splits;    /* huge mappings split into big ones */
     unsigned long long splits;         /* big mappings split by a partial release */
     unsigned long long split_failures; /* splits that left granules held (zombie) */
     unsigned long long syncs;          /* device synchronisations */

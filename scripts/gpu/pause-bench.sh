@@ -5,8 +5,10 @@
 # graph replayed after resume, capture on the cuda backend, and the
 # co-location example (engine A pauses, engine B trains in another process,
 # A resumes bitwise equal), and pause with discard (and a warm keep pause)
-# with 64, 256 and 512 MiB handles (VMEM_VMM_BIG_MIB).  About 4-5 minutes on
-# an H100 (plus the torch_memory_saver build).
+# with the default handles (64 MiB, and 512 MiB huge ones for device memory)
+# and without huge handles at 64, 256 and 512 MiB (VMEM_VMM_BIG_MIB,
+# VMEM_VMM_HUGE_MIB=0).  About 6-8 minutes on an H100 (with the
+# torch_memory_saver build and its alternating discard pairs).
 #   scripts/gpu-run.sh device scripts/gpu/pause-bench.sh
 #   torch_memory_saver runs beside libvmem when its source is present:
 #   TMS_SRC (default .carry/tms-src, an untracked copy of
@@ -14,7 +16,8 @@
 #   with TMS_CUDA_MAJOR=<torch's CUDA major> pip install --no-build-isolation
 #   --no-deps --target /tmp/tms-site . (no network on the GPU machine); or
 #   TMS_DIR=<a directory already importable as torch_memory_saver's parent>.
-#   PAUSE_GIB=20 (size of the big tag); BIG_MIBS="256 512" (discard rows)
+#   PAUSE_GIB=20 (size of the big tag); BIG_MIBS="256 512" (discard rows without huge
+#   handles besides 64); DISCARD_PAIRS=3 (libvmem / torch_memory_saver discard pairs)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:=/tmp/vmem-pause}"
@@ -41,9 +44,12 @@ grep '"swap"' "$OUT/driver-probe.json" | sed 's/^/PROBE /'
 run bench     VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 PART=bench PAUSE_GIB="${PAUSE_GIB:-20}"
 # A cold keep pause alone in a fresh process (pinning varies from run to run).
 run cold      VMEM_BACKEND=vmm PART=cold PAUSE_GIB="${PAUSE_GIB:-20}"
+# The defaults (64 MiB handles, 512 MiB huge ones for device memory), then
+# without huge handles at each big handle size.
+run discard-64 VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 PART=discard PAUSE_GIB="${PAUSE_GIB:-20}"
 for mib in 64 ${BIG_MIBS:-256 512}; do
-    run "discard-$mib" VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 VMEM_VMM_BIG_MIB="$mib" PART=discard \
-        PAUSE_GIB="${PAUSE_GIB:-20}"
+    run "discard-$mib-nohuge" VMEM_BACKEND=vmm VMEM_VMM_PHASES=1 VMEM_VMM_BIG_MIB="$mib" \
+        VMEM_VMM_HUGE_MIB=0 PART=discard PAUSE_GIB="${PAUSE_GIB:-20}"
 done
 run graph     VMEM_BACKEND=vmm PART=graph
 run colocate  VMEM_BACKEND=vmm PART=colocate
@@ -66,6 +72,15 @@ if [ -z "${TMS_DIR:-}" ] && [ -f "$TMS_SRC/setup.py" ]; then
 fi
 if [ -n "${TMS_DIR:-}" ] && [ -d "$TMS_DIR" ]; then
     run tms PART=tms PAUSE_GIB="${PAUSE_GIB:-20}" PYTHONPATH="$TMS_DIR:$PYTHONPATH"
+    # Pause with discard, libvmem (defaults) and torch_memory_saver
+    # alternating in fresh processes, DISCARD_ROUNDS each (the driver's
+    # unmap time moves between runs and between processes).
+    for i in $(seq "${DISCARD_PAIRS:-3}"); do
+        run "discard-pair$i-libvmem" VMEM_BACKEND=vmm PART=discard DISCARD_ROUNDS=4 DISCARD_KEEP=0 \
+            PAUSE_GIB="${PAUSE_GIB:-20}"
+        run "discard-pair$i-tms" PART=tms-discard DISCARD_ROUNDS=4 PAUSE_GIB="${PAUSE_GIB:-20}" \
+            PYTHONPATH="$TMS_DIR:$PYTHONPATH"
+    done
 elif [ ! -f "$TMS_SRC/setup.py" ]; then
     echo "SKIP torch_memory_saver: no source at $TMS_SRC (and no TMS_DIR)"
 fi

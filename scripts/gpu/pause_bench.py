@@ -198,6 +198,13 @@ def part_bench():
            % (d2h, gbps(n, d2h), h2d, gbps(n, h2d)))
 
 
+def handles():
+    """The handle sizes this process runs with (VMEM_VMM_BIG_MIB, VMEM_VMM_HUGE_MIB)."""
+    huge = os.environ.get("VMEM_VMM_HUGE_MIB", "512")
+    return "%s MiB handles, huge %s" % (os.environ.get("VMEM_VMM_BIG_MIB", "64"),
+                                        "off" if huge == "0" else huge + " MiB")
+
+
 def discard(L, n):
     """Pause with discard of the tag "big" (n bytes) and resume, timed."""
     torch.cuda.synchronize()
@@ -206,14 +213,14 @@ def discard(L, n):
     L.pause("big", keep=False, empty_cache=False)
     td = time.perf_counter() - t
     free1 = other_process_free()
-    big = os.environ.get("VMEM_VMM_BIG_MIB", "64")
-    result("pause-discard %d GiB (%s MiB handles): %.1f ms; second process sees %.2f GiB more free"
+    big = handles()
+    result("pause-discard %d GiB (%s): %.1f ms; second process sees %.2f GiB more free"
            % (n >> 30, big, td * 1e3, (free1 - free0) / GiB))
     if free1 - free0 < n * 0.98:
         fail("device memory not visible as free to another process after discard")
     t = time.perf_counter()
     L.resume("big")
-    result("resume-discard %d GiB (%s MiB handles): %.1f ms"
+    result("resume-discard %d GiB (%s): %.1f ms"
            % (n >> 30, big, (time.perf_counter() - t) * 1e3))
 
 
@@ -223,12 +230,14 @@ def part_discard():
     import libvmem as L
     L.install_torch()
     n = int(os.environ.get("PAUSE_GIB", "20")) * GiB
-    big = os.environ.get("VMEM_VMM_BIG_MIB", "64")
+    big = handles()
     with L.region("big"):
         x = torch.empty(n, dtype=torch.uint8, device="cuda")
     fill(x)
-    for _ in range(2):
+    for _ in range(int(os.environ.get("DISCARD_ROUNDS", "2"))):
         discard(L, n)
+    if os.environ.get("DISCARD_KEEP", "1") == "0":
+        return
     fill(x)
     torch.cuda.synchronize()
     L.reserve_host(n)
@@ -237,7 +246,7 @@ def part_discard():
     tp = time.perf_counter() - t
     L.resume("big")
     ok = verify(x)
-    result("pause-keep %d GiB (%s MiB handles, after reserve_host): %.3f s, %.1f GB/s; contents "
+    result("pause-keep %d GiB (%s, after reserve_host): %.3f s, %.1f GB/s; contents "
            "bitwise equal after resume: %s" % (n >> 30, big, tp, gbps(n, tp), ok))
     if not ok:
         fail("contents changed across pause/resume with %s MiB handles" % big)
@@ -411,10 +420,17 @@ def part_tms():
             fail("torch_memory_saver lost contents (%s)" % label)
     tms.retain_cpu_backup = False
     del x
+    tms_discard(tms, n)
+    tms_exit()
+
+
+def tms_discard(tms, n):
+    """torch_memory_saver's pause with discard (no backup) and resume,
+    DISCARD_ROUNDS times (default 2), timed as discard() times libvmem's."""
     with tms.region(tag="d", enable_cpu_backup=False):
         y = torch.empty(n, dtype=torch.uint8, device="cuda")
     y.fill_(1)
-    for i in range(2):
+    for i in range(int(os.environ.get("DISCARD_ROUNDS", "2"))):
         torch.cuda.synchronize()
         free0 = other_process_free()
         t = time.perf_counter()
@@ -428,6 +444,18 @@ def part_tms():
                "GiB more free); resume %.1f ms" % (i + 1, n >> 30, td * 1e3,
                                                   (free1 - free0) / GiB, tr * 1e3))
     del y
+
+
+def part_tms_discard():
+    """Only torch_memory_saver's discard rounds (pause-bench.sh alternates
+    this part with libvmem's discard part, fresh processes each)."""
+    from torch_memory_saver import torch_memory_saver as tms
+    tms.hook_mode = "torch"
+    tms_discard(tms, int(os.environ.get("PAUSE_GIB", "20")) * GiB)
+    tms_exit()
+
+
+def tms_exit():
     # torch_memory_saver's free hook crashes at interpreter teardown on this
     # stack ("only support interesting region", then SIGSEGV; H100 run 5),
     # after every figure above was printed: leave without the teardown.
@@ -436,5 +464,6 @@ def part_tms():
 
 
 {"bench": part_bench, "discard": part_discard, "graph": part_graph, "capture": part_capture,
- "colocate": part_colocate, "tms": part_tms, "cold": part_cold}[PART]()
+ "colocate": part_colocate, "tms": part_tms, "tms-discard": part_tms_discard,
+ "cold": part_cold}[PART]()
 sys.exit(1 if failed else 0)

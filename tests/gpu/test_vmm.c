@@ -575,3 +575,209 @@ Test(vmm_gpu, pause_keep_guarded_faults_a_kernel)
     cr_assert_neq(gpu_fill(p, 128 * MiB / 4, 0x7701u), 0, "a kernel wrote a guarded paused block");
     unsetenv("VMEM_PAUSE_GUARD");
 }
+
+/* ------------------------------------------------------------------------ */
+/* Huge handles (VMEM_VMM_HUGE_MIB, 512 MiB by default): device memory of  */
+/* large runs in few mappings; every other path splits or moves them.      */
+/* ------------------------------------------------------------------------ */
+
+static backend_vmm_counters_t counters(vmem_t *v)
+{
+    backend_vmm_counters_t c;
+    cr_assert_eq(backend_vmm_counters(v->dev_backend, &c), 0);
+    return c;
+}
+
+static void need_huge(vmem_t *v)
+{
+    if (!counters(v).huge_bytes) {
+        vmem_destroy(v);
+        cr_skip_test("huge handles are off (VMEM_VMM_HUGE_MIB=0, or no big handles)");
+    }
+}
+
+/* A 1.5 GiB tagged block lies in huge mappings; a pause with discard gives
+ * its device memory back to the driver and the resume maps new memory at
+ * the same address, which kernels use. */
+Test(vmm_gpu, huge_handles_back_a_large_block_and_park)
+{
+    vmem_t *v = open_vmm(4 * GiB, GiB);
+    need_huge(v);
+    need_host_backing(v);
+    backend_vmm_counters_t c0 = counters(v);
+    size_t bytes = 3 * GiB / 2;
+    void *p = vmem_alloc_tagged(v, bytes, 1);
+    cr_assert_not_null(p);
+    backend_vmm_counters_t c1 = counters(v);
+    cr_log_info("huge handles %zu MiB: %llu made for a 1.5 GiB block", c1.huge_bytes / MiB,
+                c1.huge_maps - c0.huge_maps);
+    cr_assert_geq(c1.huge_maps - c0.huge_maps, 2, "a 1.5 GiB run must hold two huge handles");
+    cr_assert_eq(gpu_fill(p, bytes / 4, 0x4100u), 0);
+    expect_words(p, bytes, 0x4100u, 1, 0);
+    size_t before = device_free();
+    cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_DISCARD), VMEM_OK);
+    cr_assert_geq(device_free() + 64 * MiB, before + bytes - 64 * MiB,
+                  "device free memory rose by %lld MiB only",
+                  ((long long)device_free() - (long long)before) / (long long)MiB);
+    CHECK(v);
+    cr_assert_eq(vmem_resume(v, 1), VMEM_OK);
+    cr_assert_eq(where(v, p), VMEM_LOC_DEVICE);
+    cr_assert_gt(counters(v).huge_maps, c1.huge_maps, "the resume maps huge handles again");
+    cr_assert_eq(gpu_fill(p, bytes / 4, 0x4101u), 0);
+    expect_words(p, bytes, 0x4101u, 1, 0);
+    cr_assert_eq(counters(v).lost, 0);
+    cr_assert_eq(vmem_free(v, p), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+}
+
+/* Holes released inside huge mappings: the huge mapping is split into big
+ * ones, those into granule handles, and every live neighbour keeps its
+ * data word for word; the driver gets the holes back. */
+Test(vmm_gpu, huge_mapping_split_keeps_neighbours)
+{
+    vmem_t *v = open_vmm(2 * GiB, GiB);
+    need_huge(v);
+    backend_vmm_counters_t c0 = counters(v);
+    void *whole = vmem_alloc(v, GiB);
+    cr_assert_not_null(whole);
+    cr_assert_eq(vmem_free(v, whole), VMEM_OK);
+    cr_assert_gt(counters(v).huge_maps, c0.huge_maps);
+    enum { N = 256 };
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(gpu_fill(p[i], MiB, 0x2000u + (uint32_t)i), 0);
+    }
+    /* Holes: a 64 MiB piece's worth (16 blocks) whole, scattered blocks,
+     * and the last. */
+    size_t live = 0;
+    for (int i = 0; i < N; i++) {
+        int gone = (i >= 32 && i < 48) || i % 37 == 5 || i == N - 1;
+        if (gone) {
+            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+            p[i] = NULL;
+        } else {
+            live += 4 * MiB;
+        }
+    }
+    size_t before = device_free(), applied = 0;
+    cr_assert_eq(vmem_set_limit(v, live, &applied), VMEM_OK);
+    CHECK(v);
+    backend_vmm_counters_t c1 = counters(v);
+    cr_log_info("huge splits %llu, splits %llu, failures %llu, zombie %zu MiB",
+                c1.huge_splits - c0.huge_splits, c1.splits - c0.splits,
+                c1.split_failures - c0.split_failures, c1.zombie_bytes / MiB);
+    cr_assert_eq(c1.lost, 0);
+    cr_assert_gt(c1.huge_splits, c0.huge_splits, "holes inside huge mappings must split them");
+    if (c1.split_failures == c0.split_failures)
+        cr_assert_geq(device_free() + 64 * MiB, before + GiB - live - 64 * MiB,
+                      "device free memory rose by %lld MiB only",
+                      ((long long)device_free() - (long long)before) / (long long)MiB);
+    for (int i = 0; i < N; i++)
+        if (p[i])
+            expect_words(p[i], 4 * MiB, 0x2000u + (uint32_t)i, 1, 0);
+    cr_assert_eq(gpu_transform(p[31], p[48], MiB), 0);
+    expect_words(p[48], 4 * MiB, 0x2000u + 31, 3, 1);
+    for (int i = 0; i < N; i++)
+        if (p[i])
+            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+}
+
+/* A keep pause moves huge mappings to host piece by piece through the
+ * mirror (no split: huge_splits unchanged) or, with the mirror off, splits
+ * them first; the resume maps huge handles again; either way the contents
+ * come back, twice.  Guarded (VMEM_PAUSE_GUARD=1), the pieces are mapped
+ * without access and the resume reads them through their slots. */
+static void huge_pause_scenario(const char *mirror, int guard)
+{
+    setenv("VMEM_VMM_MOVE_MIRROR", mirror, 1);
+    if (guard)
+        setenv("VMEM_PAUSE_GUARD", "1", 1);
+    vmem_t *v = open_vmm(4 * GiB, 4 * GiB);
+    need_huge(v);
+    need_host_backing(v);
+    size_t bytes = 3 * GiB / 2;
+    void *p = vmem_alloc_tagged(v, bytes, 1);
+    cr_assert_not_null(p);
+    for (int round = 0; round < 2; round++) {
+        cr_assert_eq(gpu_fill(p, bytes / 4, 0x5100u + (uint32_t)round), 0);
+        backend_vmm_counters_t c0 = counters(v);
+        cr_assert_eq(vmem_pause(v, 1, VMEM_PAUSE_KEEP), VMEM_OK);
+        backend_vmm_counters_t c1 = counters(v);
+        cr_log_info("mirror %s round %d: huge splits %llu, mirror steps %llu", mirror, round,
+                    c1.huge_splits - c0.huge_splits, c1.mirror_steps - c0.mirror_steps);
+        cr_assert_eq(where(v, p), VMEM_LOC_HOST);
+        cr_assert_eq(c1.lost, 0);
+        if (strcmp(mirror, "0") != 0)
+            cr_assert_eq(c1.huge_splits, c0.huge_splits, "the mirror moves huge mappings whole");
+        else if (round == 0)
+            cr_assert_gt(c1.huge_splits, c0.huge_splits, "without the mirror they are split");
+        CHECK(v);
+        if (!guard)
+            expect_words(p, bytes, 0x5100u + (uint32_t)round, 1, 0); /* read on host */
+        cr_assert_eq(vmem_resume(v, 1), VMEM_OK);
+        cr_assert_eq(where(v, p), VMEM_LOC_DEVICE);
+        backend_vmm_counters_t c2 = counters(v);
+        cr_assert_gt(c2.huge_maps, c1.huge_maps, "the resume maps huge handles");
+        cr_assert_eq(c2.lost, 0);
+        CHECK(v);
+        expect_words(p, bytes, 0x5100u + (uint32_t)round, 1, 0);
+    }
+    cr_assert_eq(vmem_free(v, p), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+    unsetenv("VMEM_VMM_MOVE_MIRROR");
+    unsetenv("VMEM_PAUSE_GUARD");
+}
+
+Test(vmm_gpu, huge_pause_keep_through_mirror_keeps_contents)
+{
+    huge_pause_scenario("1", 0);
+}
+
+Test(vmm_gpu, huge_pause_keep_without_mirror_keeps_contents)
+{
+    huge_pause_scenario("0", 0);
+}
+
+Test(vmm_gpu, huge_pause_keep_guarded_keeps_contents)
+{
+    huge_pause_scenario("1", 1);
+}
+
+/* A limit cut below a large live block evicts it to host at its address
+ * (its huge mappings moved piece by piece), a kernel works on it there, and
+ * the raise brings it back. */
+Test(vmm_gpu, huge_block_evicted_and_returned)
+{
+    vmem_t *v = open_vmm(4 * GiB, 4 * GiB);
+    need_huge(v);
+    need_host_backing(v);
+    size_t bytes = GiB;
+    void *big = vmem_alloc(v, bytes), *small = vmem_alloc(v, 64 * MiB);
+    cr_assert(big && small);
+    cr_assert_eq(gpu_fill(big, bytes / 4, 0x6100u), 0);
+    cr_assert_eq(vmem_set_limit(v, 256 * MiB, NULL), VMEM_PENDING);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    cr_assert_eq(where(v, big), VMEM_LOC_HOST);
+    cr_assert_eq(counters(v).lost, 0);
+    expect_words(big, bytes, 0x6100u, 1, 0);
+    cr_assert_eq(gpu_transform(big, small, 16 * MiB), 0);
+    expect_words(small, 64 * MiB, 0x6100u, 3, 1);
+    backend_vmm_counters_t c0 = counters(v);
+    cr_assert_eq(vmem_set_limit(v, 4 * GiB, NULL), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    CHECK(v);
+    cr_assert_eq(where(v, big), VMEM_LOC_DEVICE);
+    cr_assert_gt(counters(v).huge_maps, c0.huge_maps, "back on the device in huge handles");
+    expect_words(big, bytes, 0x6100u, 1, 0);
+    cr_assert_eq(vmem_free(v, big), VMEM_OK);
+    cr_assert_eq(vmem_free(v, small), VMEM_OK);
+    CHECK(v);
+    vmem_destroy(v);
+}
