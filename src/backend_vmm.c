@@ -8,13 +8,15 @@
  * can be backed by host memory at the same addresses and moved between
  * host and device (BACKEND_F_HOST_BACKING): the pointer-stable spill.
  *
- * Handles: 64 MiB ones wherever a run covers an aligned 64 MiB piece
- * (device memory, and host memory unless VMEM_VMM_HOST_BIG=0), one per
- * granule elsewhere; each is released as soon as it is mapped, so the
- * mapping alone keeps the memory alive and an unmap frees it.  cuMemUnmap
- * cannot unmap part of a mapping, so giving back part of a big mapping
- * splits it (big_split: the live granules move into granule handles at the
- * same addresses).  The driver's costs are per mapping; they are further cut
+ * Handles: for device memory 512 MiB ones (huge, VMEM_VMM_HUGE_MIB)
+ * wherever a run covers an aligned 512 MiB piece, then 64 MiB ones (big)
+ * wherever it covers an aligned 64 MiB piece (device memory, and host
+ * memory unless VMEM_VMM_HOST_BIG=0), one per granule elsewhere; each is
+ * released as soon as it is mapped, so the mapping alone keeps the memory
+ * alive and an unmap frees it.  cuMemUnmap cannot unmap part of a mapping,
+ * so giving back part of a big mapping splits it (big_split: the live
+ * granules move into granule handles at the same addresses), and part of a
+ * huge one splits it into big ones first (huge_split).  The driver's costs are per mapping; they are further cut
  * by batching: one cuMemSetAccess per run, one cuMemUnmap per run where the
  * driver accepts a range spanning several mappings (probed at creation),
  * one device sync per release batch, and moves pipelined through a staging
