@@ -792,42 +792,45 @@ zombie:
 }
 
 /*
- * Splits the huge mapping at granule h (h % hugen == 0) into big mappings
- * at the same addresses, then splits those as big_split(b, lo, hi) does:
- * the granules in [lo, hi), and those already given back (VMM_ZOMBIE,
- * VMM_FREEING), are freed, the others keep their data.  The whole mapping
- * is copied to the huge scratch range, unmapped (which frees it), a big
- * handle mapped for every piece that keeps something, and those pieces
- * copied back.  Returns 1 on success.  On failure (no memory for the
- * scratch or the big handles) the huge mapping stays (or is recreated, the
- * data copied back) and [lo, hi) becomes VMM_ZOMBIE.  The device must be
- * quiet.
+ * Splits the huge mapping at granule h (h % hugen == 0): the granules in
+ * [lo, hi), and those already given back (VMM_ZOMBIE, VMM_FREEING), are
+ * freed; the others keep their data at the same addresses, in a big handle
+ * for each big piece kept whole and in granule handles (as big_split makes
+ * them) for a piece kept in part.  The whole mapping is copied to the huge
+ * scratch range (one copy), unmapped (which frees it), the new handles
+ * mapped, and what stays copied back.  Returns 1 on success.  On failure
+ * (no memory for the scratch or the new handles) the huge mapping stays (or
+ * is recreated, the data copied back) and [lo, hi) becomes VMM_ZOMBIE.  The
+ * device must be quiet.
  */
 static int huge_split(vmm_backend_t *m, size_t h, size_t lo, size_t hi)
 {
-    size_t pieces = m->hugen / m->bign, nkeep = 0, bb = big_bytes(m);
-    uint8_t pkeep[VMM_HUGE_MAX] = {0}, mapped[VMM_HUGE_MAX] = {0};
+    size_t pieces = m->hugen / m->bign, nkeep = 0, bb = big_bytes(m), g = m->granule;
+    size_t pkeep[VMM_HUGE_MAX] = {0}; /* kept granules per piece */
+    uint8_t *keep = calloc(2 * m->hugen, 1), *mapped = keep ? keep + m->hugen : NULL;
+    if (!keep)
+        goto zombie;
     for (size_t k = 0; k < m->hugen; k++) {
         size_t i = h + k;
-        int keep = !(i >= lo && i < hi) && m->state[i] != VMM_ZOMBIE && m->state[i] != VMM_FREEING;
-        nkeep += (size_t)keep;
-        pkeep[k / m->bign] |= (uint8_t)keep;
+        keep[k] = !(i >= lo && i < hi) && m->state[i] != VMM_ZOMBIE && m->state[i] != VMM_FREEING;
+        nkeep += keep[k];
+        pkeep[k / m->bign] += keep[k];
     }
     CUdeviceptr at = granule_addr(m, h);
-    size_t bytes = m->hugen * m->granule;
+    size_t bytes = m->hugen * g;
     if (nkeep == 0) { /* nothing left alive: the whole mapping goes */
         if (m->cu->MemUnmap(at, bytes) != CUDA_SUCCESS)
             goto zombie;
         for (size_t k = 0; k < m->hugen; k++)
             if (m->state[h + k] == VMM_ZOMBIE)
-                m->zombie -= m->granule;
+                m->zombie -= g;
         memset(m->state + h, VMM_NONE, m->hugen);
         memset(m->big + h, MAP_GRANULE, m->hugen);
+        free(keep);
         return 1;
     }
     double t0 = seconds();
-    if (!hscratch_get(m) ||
-        m->cu->MemcpyAsync(m->hscratch, at, bytes, m->stream) != CUDA_SUCCESS ||
+    if (!hscratch_get(m) || m->cu->MemcpyAsync(m->hscratch, at, bytes, m->stream) != CUDA_SUCCESS ||
         m->cu->StreamSynchronize(m->stream) != CUDA_SUCCESS)
         goto zombie;
     double t1 = seconds();
@@ -836,22 +839,36 @@ static int huge_split(vmm_backend_t *m, size_t h, size_t lo, size_t hi)
         goto zombie;
     double t2 = seconds();
     m->t_sunmap += t2 - t1;
-    /* From here [at, at + bytes) is unmapped; the data is in the scratch. */
+    /* From here [at, at + bytes) is unmapped; the data is in the scratch.
+     * mapped[k]: granule k mapped by a handle of its own, or (for a whole
+     * piece) the piece's first granule mapped by a big handle. */
     CUresult r = CUDA_SUCCESS;
-    for (size_t p = 0; p < pieces && r == CUDA_SUCCESS; p++)
-        if (pkeep[p]) {
-            r = map_new(m, at + (CUdeviceptr)(p * bb), m->bign, VMM_DEVICE);
+    for (size_t p = 0; p < pieces && r == CUDA_SUCCESS; p++) {
+        CUdeviceptr pa = at + (CUdeviceptr)(p * bb);
+        if (pkeep[p] == m->bign) {
+            r = map_new(m, pa, m->bign, VMM_DEVICE);
             if (r == CUDA_SUCCESS) {
-                mapped[p] = 1;
-                r = m->cu->MemSetAccess(at + (CUdeviceptr)(p * bb), bb, &m->access, 1);
+                mapped[p * m->bign] = 1;
+                r = m->cu->MemSetAccess(pa, bb, &m->access, 1);
             }
+        } else if (pkeep[p]) {
+            r = keep_map(m, pa, keep + p * m->bign, pkeep[p], mapped + p * m->bign, VMM_DEVICE);
         }
+    }
     double t3 = seconds();
     m->t_smap += t3 - t2;
-    for (size_t p = 0; p < pieces && r == CUDA_SUCCESS; p++)
-        if (pkeep[p])
-            r = m->cu->MemcpyAsync(at + (CUdeviceptr)(p * bb), m->hscratch + (CUdeviceptr)(p * bb),
-                                   bb, m->stream);
+    for (size_t k = 0; k < m->hugen && r == CUDA_SUCCESS;) { /* runs of kept granules back */
+        if (!keep[k]) {
+            k++;
+            continue;
+        }
+        size_t j = k;
+        while (j < m->hugen && keep[j])
+            j++;
+        r = m->cu->MemcpyAsync(at + (CUdeviceptr)(k * g), m->hscratch + (CUdeviceptr)(k * g),
+                               (j - k) * g, m->stream);
+        k = j;
+    }
     if (r == CUDA_SUCCESS)
         r = m->cu->StreamSynchronize(m->stream);
     m->t_scopy += seconds() - t3;
@@ -859,29 +876,32 @@ static int huge_split(vmm_backend_t *m, size_t h, size_t lo, size_t hi)
         m->n.huge_splits++;
         for (size_t p = 0; p < pieces; p++) {
             size_t b = h + p * m->bign;
-            if (!pkeep[p]) { /* nothing of it was kept: nothing is mapped there */
-                for (size_t k = 0; k < m->bign; k++) {
-                    if (m->state[b + k] == VMM_ZOMBIE)
-                        m->zombie -= m->granule;
-                    m->state[b + k] = VMM_NONE;
-                }
-                memset(m->big + b, MAP_GRANULE, m->bign);
-                continue;
-            }
-            memset(m->big + b, MAP_BIG, m->bign);
-            size_t k = 0;
-            while (k < m->bign && !(b + k >= lo && b + k < hi) && m->state[b + k] != VMM_ZOMBIE &&
-                   m->state[b + k] != VMM_FREEING)
-                k++;
-            if (k < m->bign) /* part of this piece goes (or becomes VMM_ZOMBIE) */
-                big_split(m, b, lo > b ? lo : b, hi < b + m->bign ? hi : b + m->bign);
+            memset(m->big + b, pkeep[p] == m->bign ? MAP_BIG : MAP_GRANULE, m->bign);
+            if (pkeep[p] && pkeep[p] < m->bign)
+                m->n.splits++;
         }
+        for (size_t k = 0; k < m->hugen; k++) {
+            if (keep[k])
+                continue;
+            if (m->state[h + k] == VMM_ZOMBIE)
+                m->zombie -= g;
+            m->state[h + k] = VMM_NONE;
+        }
+        free(keep);
         return 1;
     }
-    /* Undo: the big handles go, one huge handle comes back with the data. */
-    for (size_t p = 0; p < pieces; p++)
-        if (mapped[p])
-            m->cu->MemUnmap(at + (CUdeviceptr)(p * bb), bb);
+    /* Undo: the new handles go, one huge handle comes back with the data. */
+    for (size_t p = 0; p < pieces; p++) {
+        CUdeviceptr pa = at + (CUdeviceptr)(p * bb);
+        if (pkeep[p] == m->bign) {
+            if (mapped[p * m->bign])
+                m->cu->MemUnmap(pa, bb);
+            continue;
+        }
+        for (size_t k = 0; k < m->bign; k++)
+            if (mapped[p * m->bign + k])
+                m->cu->MemUnmap(pa + (CUdeviceptr)(k * g), g);
+    }
     if (map_new(m, at, m->hugen, VMM_DEVICE) != CUDA_SUCCESS ||
         m->cu->MemSetAccess(at, bytes, &m->access, 1) != CUDA_SUCCESS ||
         m->cu->MemcpyAsync(at, m->hscratch, bytes, m->stream) != CUDA_SUCCESS ||
@@ -892,16 +912,18 @@ static int huge_split(vmm_backend_t *m, size_t h, size_t lo, size_t hi)
         for (size_t k = 0; k < m->hugen; k++) {
             size_t i = h + k;
             if (m->state[i] == VMM_ZOMBIE)
-                m->zombie -= m->granule;
-            else if (!(i >= lo && i < hi) && m->state[i] == VMM_DEVICE)
-                m->in_use -= m->granule;
+                m->zombie -= g;
+            else if (keep[k] && m->state[i] == VMM_DEVICE)
+                m->in_use -= g;
             m->state[i] = VMM_NONE;
         }
         memset(m->big + h, MAP_GRANULE, m->hugen);
         m->n.split_failures++;
+        free(keep);
         return 0;
     }
 zombie:
+    free(keep);
     m->n.split_failures++;
     for (size_t i = h; i < h + m->hugen; i++)
         if (((i >= lo && i < hi) || m->state[i] == VMM_FREEING) && m->state[i] != VMM_ZOMBIE) {
