@@ -617,18 +617,23 @@ int backend_grow_align_on(void)
     return !(e && strcmp(e, "0") == 0);
 }
 
-size_t backend_big_bytes(size_t dflt)
+size_t backend_env_mib(const char *name, size_t dflt, long lo, long hi)
 {
-    const char *mib = getenv("VMEM_VMM_BIG_MIB");
+    const char *mib = getenv(name);
     if (!mib || !*mib)
         return dflt;
     char *end = NULL;
     long v = strtol(mib, &end, 10);
-    if (*end == '\0' && v >= 4 && v <= 1024 && (v & (v - 1)) == 0)
+    if (*end == '\0' && v >= lo && v <= hi && (v & (v - 1)) == 0)
         return (size_t)v << 20;
-    fprintf(stderr, "libvmem: VMEM_VMM_BIG_MIB=%s ignored (a power of two, 4 to 1024; default %zu)\n",
-            mib, dflt >> 20);
+    fprintf(stderr, "libvmem: %s=%s ignored (%s%ld to %ld; default %zu)\n", name, mib,
+            lo == 0 ? "0 or a power of two, " : "a power of two, ", lo ? lo : 1, hi, dflt >> 20);
     return dflt;
+}
+
+size_t backend_big_bytes(size_t dflt)
+{
+    return backend_env_mib("VMEM_VMM_BIG_MIB", dflt, 4, 1024);
 }
 
 vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out)

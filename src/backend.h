@@ -188,6 +188,11 @@ int backend_grow_align_on(void);
  * invalid value is reported on stderr and ignored).  Read at each call. */
 size_t backend_big_bytes(size_t dflt);
 
+/* An environment variable in MiB: a power of two from lo to hi (or 0 when
+ * lo is 0) in bytes, else dflt (an invalid value is reported on stderr and
+ * ignored).  Read at each call. */
+size_t backend_env_mib(const char *name, size_t dflt, long lo, long hi);
+
 /* 1 if a CUDA device is usable (driver and device present), 0 otherwise. */
 int backend_cuda_present(int device);
 

@@ -521,6 +521,9 @@ static CUresult device_quiet(vmm_backend_t *m)
     return r;
 }
 
+/* The scratch ranges (big: bign granules for big_split; huge: hugen
+ * granules for huge_split) are mapped on first use, one device handle
+ * each, and unmapped by scratch_drop. */
 static void scratch_drop(vmm_backend_t *m)
 {
     if (m->scratch_mapped)
@@ -531,34 +534,52 @@ static void scratch_drop(vmm_backend_t *m)
     m->hscratch_mapped = 0;
 }
 
-/* The huge scratch range, mapped (one huge device handle) until the next
- * scratch_drop; 0 if there is no memory for it. */
-static int hscratch_get(vmm_backend_t *m)
+/* Maps n granules of device memory at the scratch range at (reserved; 0:
+ * none), unless *mapped says it is; 0 if there is no memory for it. */
+static int scratch_map(vmm_backend_t *m, CUdeviceptr at, size_t n, int *mapped)
 {
-    if (m->hscratch_mapped)
+    if (*mapped)
         return 1;
-    if (!m->hscratch || map_new(m, m->hscratch, m->hugen, VMM_DEVICE) != CUDA_SUCCESS)
+    if (!at || map_new(m, at, n, VMM_DEVICE) != CUDA_SUCCESS)
         return 0;
-    if (m->cu->MemSetAccess(m->hscratch, m->hugen * m->granule, &m->access, 1) != CUDA_SUCCESS) {
-        m->cu->MemUnmap(m->hscratch, m->hugen * m->granule);
+    if (m->cu->MemSetAccess(at, n * m->granule, &m->access, 1) != CUDA_SUCCESS) {
+        m->cu->MemUnmap(at, n * m->granule);
         return 0;
     }
-    m->hscratch_mapped = 1;
+    *mapped = 1;
     return 1;
 }
 
 static int scratch_get(vmm_backend_t *m)
 {
-    if (m->scratch_mapped)
-        return 1;
-    if (!m->scratch || map_new(m, m->scratch, m->bign, VMM_DEVICE) != CUDA_SUCCESS)
-        return 0;
-    if (m->cu->MemSetAccess(m->scratch, m->bign * m->granule, &m->access, 1) != CUDA_SUCCESS) {
-        m->cu->MemUnmap(m->scratch, m->bign * m->granule);
-        return 0;
+    return scratch_map(m, m->scratch, m->bign, &m->scratch_mapped);
+}
+
+static int hscratch_get(vmm_backend_t *m)
+{
+    return scratch_map(m, m->hscratch, m->hugen, &m->hscratch_mapped);
+}
+
+/* Queues a copy of each run of kept granules (keep[k] 1, k < n) between
+ * the mapping at `at` and the scratch range scr (to it when to_scratch). */
+static CUresult runs_copy(vmm_backend_t *m, CUdeviceptr at, CUdeviceptr scr, const uint8_t *keep,
+                          size_t n, int to_scratch)
+{
+    CUresult r = CUDA_SUCCESS;
+    for (size_t k = 0; k < n && r == CUDA_SUCCESS;) {
+        if (!keep[k]) {
+            k++;
+            continue;
+        }
+        size_t j = k;
+        while (j < n && keep[j])
+            j++;
+        CUdeviceptr a = at + (CUdeviceptr)(k * m->granule), s = scr + (CUdeviceptr)(k * m->granule);
+        r = m->cu->MemcpyAsync(to_scratch ? s : a, to_scratch ? a : s, (j - k) * m->granule,
+                               m->stream);
+        k = j;
     }
-    m->scratch_mapped = 1;
-    return 1;
+    return r;
 }
 
 /* Copies the kept granules (keep[k] 1) of the big mapping at b to or from
@@ -580,19 +601,7 @@ static CUresult scratch_copy(vmm_backend_t *m, size_t b, const uint8_t *keep, in
         CUresult w = m->cu->StreamSynchronize(m->stream);
         return r != CUDA_SUCCESS ? r : w;
     }
-    for (size_t k = 0; k < m->bign && r == CUDA_SUCCESS;) {
-        if (!keep[k]) {
-            k++;
-            continue;
-        }
-        size_t j = k;
-        while (j < m->bign && keep[j])
-            j++;
-        CUdeviceptr at = granule_addr(m, b + k), s = m->scratch + (CUdeviceptr)(k * m->granule);
-        r = m->cu->MemcpyAsync(to_scratch ? s : at, to_scratch ? at : s, (j - k) * m->granule,
-                               m->stream);
-        k = j;
-    }
+    r = runs_copy(m, granule_addr(m, b), m->scratch, keep, m->bign, to_scratch);
     CUresult w = m->cu->StreamSynchronize(m->stream);
     return r != CUDA_SUCCESS ? r : w;
 }
@@ -857,18 +866,8 @@ static int huge_split(vmm_backend_t *m, size_t h, size_t lo, size_t hi)
     }
     double t3 = seconds();
     m->t_smap += t3 - t2;
-    for (size_t k = 0; k < m->hugen && r == CUDA_SUCCESS;) { /* runs of kept granules back */
-        if (!keep[k]) {
-            k++;
-            continue;
-        }
-        size_t j = k;
-        while (j < m->hugen && keep[j])
-            j++;
-        r = m->cu->MemcpyAsync(at + (CUdeviceptr)(k * g), m->hscratch + (CUdeviceptr)(k * g),
-                               (j - k) * g, m->stream);
-        k = j;
-    }
+    if (r == CUDA_SUCCESS) /* runs of kept granules back */
+        r = runs_copy(m, at, m->hscratch, keep, m->hugen, 0);
     if (r == CUDA_SUCCESS)
         r = m->cu->StreamSynchronize(m->stream);
     m->t_scopy += seconds() - t3;
@@ -943,30 +942,44 @@ static void edges_split(vmm_backend_t *m, size_t first, size_t end, int free_ins
     size_t edge[2] = {first, end - 1};
     for (int e = 0; e < 2; e++) {
         size_t i = edge[e];
-        if (m->big[i] == MAP_HUGE) {
-            size_t h = i - i % m->hugen;
-            if ((h >= first && h + m->hugen <= end) || (e == 1 && h <= first))
-                continue; /* wholly inside, or the mapping the first edge tried */
-            if (free_inside)
-                huge_split(m, h, first > h ? first : h, end < h + m->hugen ? end : h + m->hugen);
-            else
-                huge_split(m, h, h, h);
+        /* A huge mapping splits into big ones and granule handles; a big
+         * one that still reaches out (free_inside 0) is split in turn. */
+        while (m->big[i] != MAP_GRANULE) {
+            int kind = m->big[i];
+            size_t n = map_len(m, i), b = i - i % n;
+            if ((b >= first && b + n <= end) || (e == 1 && b <= first))
+                break; /* wholly inside, or the mapping the first edge tried */
+            size_t lo = free_inside ? (first > b ? first : b) : b;
+            size_t hi = free_inside ? (end < b + n ? end : b + n) : b;
+            if (!(kind == MAP_HUGE ? huge_split(m, b, lo, hi) : big_split(m, b, lo, hi)) ||
+                m->big[i] == kind)
+                break;
         }
-        if (m->big[i] != MAP_BIG)
+    }
+}
+
+/* Splits once (or unmaps whole) every mapping of kind MAP_HUGE or MAP_BIG
+ * starting in [lo - lo % its size, hi) that holds VMM_FREEING granules:
+ * those (and zombie ones) are freed. */
+static void freeing_split(vmm_backend_t *m, size_t lo, size_t hi, int kind)
+{
+    size_t n = kind == MAP_HUGE ? m->hugen : m->bign;
+    for (size_t b = n ? lo - lo % n : hi; b < hi; b += n) {
+        if (m->big[b] != kind)
             continue;
-        size_t b = i - i % m->bign;
-        if ((b >= first && b + m->bign <= end) || (e == 1 && b <= first))
-            continue; /* wholly inside, or the mapping the first edge tried */
-        if (free_inside)
-            big_split(m, b, first > b ? first : b, end < b + m->bign ? end : b + m->bign);
-        else
+        size_t k = 0;
+        while (k < n && m->state[b + k] != VMM_FREEING)
+            k++;
+        if (k < n && kind == MAP_HUGE)
+            huge_split(m, b, b, b);
+        else if (k < n)
             big_split(m, b, b, b);
     }
 }
 
-/* End of a release batch: every big mapping holding VMM_FREEING granules is
- * split once (or unmapped whole), then the remaining VMM_FREEING runs (whole
- * mappings of one granule) are unmapped. */
+/* End of a release batch: every huge, then every big mapping holding
+ * VMM_FREEING granules is split once (or unmapped whole), then the
+ * remaining VMM_FREEING runs (whole mappings of one granule) are unmapped. */
 static void pending_flush(vmm_backend_t *m)
 {
     if (m->pend_lo >= m->pend_hi)
@@ -978,26 +991,8 @@ static void pending_flush(vmm_backend_t *m)
     if (!ctx_enter(m))
         return;
     device_quiet(m);
-    if (m->hugen) /* huge mappings first: split into big ones, or unmapped whole */
-        for (size_t h = lo - lo % m->hugen; h < hi; h += m->hugen) {
-            if (m->big[h] != MAP_HUGE)
-                continue;
-            size_t k = 0;
-            while (k < m->hugen && m->state[h + k] != VMM_FREEING)
-                k++;
-            if (k < m->hugen)
-                huge_split(m, h, h, h); /* frees the VMM_FREEING (and zombie) granules */
-        }
-    if (m->bign)
-        for (size_t b = lo - lo % m->bign; b < hi; b += m->bign) {
-            if (m->big[b] != MAP_BIG)
-                continue;
-            size_t k = 0;
-            while (k < m->bign && m->state[b + k] != VMM_FREEING)
-                k++;
-            if (k < m->bign)
-                big_split(m, b, b, b); /* frees the VMM_FREEING (and zombie) granules */
-        }
+    freeing_split(m, lo, hi, MAP_HUGE);
+    freeing_split(m, lo, hi, MAP_BIG);
     for (size_t i = lo; i < hi;) {
         if (m->state[i] != VMM_FREEING) {
             i++;
@@ -1641,22 +1636,6 @@ static CUresult huge_mirror_finish(vmm_backend_t *m, size_t h, size_t *moved)
     return r;
 }
 
-/* VMEM_VMM_HUGE_MIB: 0 (off), or a power of two in MiB up to 4096; else
- * dflt (with a warning). */
-static size_t huge_bytes_env(size_t dflt)
-{
-    const char *e = getenv("VMEM_VMM_HUGE_MIB");
-    if (!e || !*e)
-        return dflt;
-    char *end = NULL;
-    long v = strtol(e, &end, 10);
-    if (*end == '\0' && v >= 0 && v <= 4096 && (v & (v - 1)) == 0)
-        return (size_t)v << 20;
-    fprintf(stderr, "libvmem: VMEM_VMM_HUGE_MIB=%s ignored (0, or a power of two up to 4096; "
-                    "default %zu)\n", e, dflt >> 20);
-    return dflt;
-}
-
 /* VMEM_VMM_<name>, read at each move (so a benchmark may switch it between
  * pauses): unset or empty gives dflt, "0" gives 0, anything else 1. */
 static int env_flag(const char *name, int dflt)
@@ -2266,7 +2245,7 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
      * where a run covers an aligned piece of that size: fewer mappings to
      * create and to take down (a pause with discard unmaps each). */
     m->hugen = 0;
-    size_t hugesz = huge_bytes_env(VMM_HUGE);
+    size_t hugesz = backend_env_mib("VMEM_VMM_HUGE_MIB", VMM_HUGE, 0, 4096);
     if (m->bign && hugesz % (m->bign * m->granule) == 0 && hugesz / (m->bign * m->granule) >= 2 &&
         hugesz / (m->bign * m->granule) <= VMM_HUGE_MAX)
         m->hugen = hugesz / m->granule;
