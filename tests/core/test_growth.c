@@ -300,3 +300,34 @@ Test(growth, trim_keeps_the_tail)
     checked_free(a, k);
     close_arena();
 }
+
+/* ------------------------------------------------------------------------ */
+/* Handle sizes of the vmm backend from the environment (backend_env_mib)  */
+/* ------------------------------------------------------------------------ */
+
+Test(growth, handle_sizes_from_the_environment)
+{
+    unsetenv("VMEM_VMM_BIG_MIB");
+    unsetenv("VMEM_VMM_HUGE_MIB");
+    cr_assert_eq(backend_big_bytes(64 * MiB), 64 * MiB, "unset: the default");
+    setenv("VMEM_VMM_BIG_MIB", "128", 1);
+    cr_assert_eq(backend_big_bytes(64 * MiB), 128 * MiB);
+    static const char *bad_big[] = {"100", "2", "2048", "0", "64x", "-64", ""};
+    for (size_t i = 0; i < sizeof bad_big / sizeof bad_big[0]; i++) {
+        setenv("VMEM_VMM_BIG_MIB", bad_big[i], 1);
+        cr_assert_eq(backend_big_bytes(64 * MiB), 64 * MiB, "VMEM_VMM_BIG_MIB=%s", bad_big[i]);
+    }
+    /* Huge handles: 0 turns them off, else a power of two up to 4096. */
+    const char *huge = "VMEM_VMM_HUGE_MIB";
+    cr_assert_eq(backend_env_mib(huge, 512 * MiB, 0, 4096), 512 * MiB);
+    setenv(huge, "0", 1);
+    cr_assert_eq(backend_env_mib(huge, 512 * MiB, 0, 4096), 0);
+    setenv(huge, "1024", 1);
+    cr_assert_eq(backend_env_mib(huge, 512 * MiB, 0, 4096), GiB);
+    static const char *bad_huge[] = {"8192", "768", "-512", "big"};
+    for (size_t i = 0; i < sizeof bad_huge / sizeof bad_huge[0]; i++) {
+        setenv(huge, bad_huge[i], 1);
+        cr_assert_eq(backend_env_mib(huge, 512 * MiB, 0, 4096), 512 * MiB, "%s=%s", huge,
+                     bad_huge[i]);
+    }
+}
