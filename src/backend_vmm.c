@@ -534,14 +534,22 @@ static void scratch_drop(vmm_backend_t *m)
     m->hscratch_mapped = 0;
 }
 
-/* Maps n granules of device memory at the scratch range at (reserved; 0:
- * none), unless *mapped says it is; 0 if there is no memory for it. */
+/* Maps n granules at the scratch range at (reserved; 0: none), unless
+ * *mapped says it is: device memory, or where the device is full, host
+ * memory (slower copies, but a split on a full device still gives memory
+ * back instead of leaving zombies); 0 if there is memory for neither. */
 static int scratch_map(vmm_backend_t *m, CUdeviceptr at, size_t n, int *mapped)
 {
     if (*mapped)
         return 1;
-    if (!at || map_new(m, at, n, VMM_DEVICE) != CUDA_SUCCESS)
+    if (!at)
         return 0;
+    if (map_new(m, at, n, VMM_DEVICE) != CUDA_SUCCESS) {
+        if (!(m->base.flags & BACKEND_F_HOST_BACKING) ||
+            map_new(m, at, n, VMM_HOST) != CUDA_SUCCESS)
+            return 0;
+        m->n.scratch_on_host++;
+    }
     if (m->cu->MemSetAccess(at, n * m->granule, &m->access, 1) != CUDA_SUCCESS) {
         m->cu->MemUnmap(at, n * m->granule);
         return 0;

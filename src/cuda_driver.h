@@ -70,7 +70,8 @@ typedef struct backend_vmm_counters {
     unsigned long long big_maps;       /* big handles created */
     unsigned long long big_fallbacks;  /* big or huge handle failed: smaller ones instead */
     unsigned long long huge_maps;      /* huge handles created */
-    unsigned long long huge_splits;    /* huge mappings split into big ones */
+    unsigned long long huge_splits;    /* huge mappings split */
+    unsigned long long scratch_on_host; /* split scratch mapped in host memory (device full) */
     unsigned long long splits;         /* big mappings split by a partial release */
     unsigned long long split_failures; /* splits that left granules held (zombie) */
     unsigned long long syncs;          /* device synchronisations */

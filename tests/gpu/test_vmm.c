@@ -781,3 +781,64 @@ Test(vmm_gpu, huge_block_evicted_and_returned)
     CHECK(v);
     vmem_destroy(v);
 }
+
+/* A shrink on a full device: no device memory for the split's scratch, so
+ * it lies in host memory; the holes inside huge mappings still go back (no
+ * zombies) and every neighbour keeps its data. */
+Test(vmm_gpu, huge_split_on_a_full_device_uses_host_scratch)
+{
+    vmem_t *v = open_vmm(2 * GiB, GiB);
+    need_huge(v);
+    need_host_backing(v);
+    void *whole = vmem_alloc(v, GiB);
+    cr_assert_not_null(whole);
+    cr_assert_eq(vmem_free(v, whole), VMEM_OK);
+    enum { N = 256 };
+    void *p[N];
+    size_t live = 0;
+    for (int i = 0; i < N; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(gpu_fill(p[i], MiB, 0x3000u + (uint32_t)i), 0);
+    }
+    for (int i = 0; i < N; i++)
+        if (i % 3 == 1) { /* a hole in every 64 MiB piece */
+            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+            p[i] = NULL;
+        } else {
+            live += 4 * MiB;
+        }
+    /* Another allocation takes all but a few MiB of the device. */
+    void *hog = NULL;
+    size_t f = device_free(), want = f > 96 * MiB ? f - 96 * MiB : 0;
+    while (want >= GiB && cudaMalloc(&hog, want) != cudaSuccess) {
+        cudaGetLastError();
+        hog = NULL;
+        want -= 64 * MiB;
+    }
+    if (!hog) {
+        vmem_destroy(v);
+        cr_skip_test("could not fill the device");
+    }
+    cr_log_info("device filled: %zu MiB taken, %zu MiB left", want / MiB, device_free() / MiB);
+    backend_vmm_counters_t c0 = counters(v);
+    cr_assert_eq(vmem_set_limit(v, live, NULL), VMEM_OK);
+    CHECK(v);
+    backend_vmm_counters_t c1 = counters(v);
+    cr_assert_eq(cudaFree(hog), cudaSuccess);
+    cr_log_info("huge splits %llu, scratch on host %llu, failures %llu, zombie %zu MiB",
+                c1.huge_splits - c0.huge_splits, c1.scratch_on_host - c0.scratch_on_host,
+                c1.split_failures - c0.split_failures, c1.zombie_bytes / MiB);
+    cr_assert_eq(c1.lost, 0);
+    cr_assert_gt(c1.huge_splits, c0.huge_splits);
+    cr_assert_gt(c1.scratch_on_host, c0.scratch_on_host, "the full device must push the scratch to host");
+    cr_assert_eq(c1.split_failures, c0.split_failures);
+    cr_assert_eq(c1.zombie_bytes, 0);
+    for (int i = 0; i < N; i++)
+        if (p[i]) {
+            expect_words(p[i], 4 * MiB, 0x3000u + (uint32_t)i, 1, 0);
+            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+        }
+    CHECK(v);
+    vmem_destroy(v);
+}
