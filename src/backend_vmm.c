@@ -1687,9 +1687,13 @@ static CUresult step_copy(vmm_backend_t *m, move_step_t *s)
  * steps is created and mapped, and finished steps remapped.  Old and new
  * memory are both mapped during a copy (the new at a staging slot), so each
  * copy is one cuMemcpyAsync at full bus speed; device memory comes as one
- * big handle per aligned step.  Steps finish in order, so what moved is
- * always a prefix.  Big mappings cut by the range are first converted to
- * small handles.  If a remap fails after the old memory was unmapped (the
+ * big handle per aligned step, or one huge handle per aligned huge step
+ * (hugen granules, back to the device).  Steps finish in order, so what
+ * moved is always a prefix (a huge mapping moved to host counts only once
+ * its last piece is done: huge_mirror_finish).  Big and huge mappings cut
+ * by the range are first converted to small handles (huge ones inside it
+ * too, unless they go to host through the mirror).  If a remap fails after
+ * the old memory was unmapped (the
  * driver refusing to map a handle it just mapped elsewhere), those granules
  * are lost: the call fails and bfc_check sees the range unmapped.
  */
