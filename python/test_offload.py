@@ -282,6 +282,23 @@ class BudgetTest(unittest.TestCase):
         self.assertEqual(b.step_end(limit, limit - MiB, 300 * MiB, 8 * GiB),
                          2 * GiB + limit - MiB + 300 * MiB - target)
 
+    def test_room_the_forward_left_lowers_a_budget_whose_step_maximum_is_in_the_band(self):
+        # the step's maximum lies between the target and the limit (the
+        # fetch ahead fills the room it finds), the maximum the budget
+        # shapes (own_max) 1 GiB under the target: lowered by half of that
+        b = off.Budget()
+        b.bytes = 2 * GiB
+        limit = 10 * GiB
+        target = limit - int(limit * b.margin_frac)
+        got = b.step_end(limit, target + 100 * MiB, 0, 8 * GiB, own_max=target - GiB)
+        self.assertEqual(got, 2 * GiB - GiB // 2)
+        # an own_max above the step's maximum counts as the maximum; none: as before
+        self.assertEqual(b.step_end(limit, target + 100 * MiB, 0, 8 * GiB, own_max=limit), got)
+        self.assertEqual(b.step_end(limit, target + 100 * MiB, 0, 8 * GiB), got)
+        # bytes on host still raise it
+        self.assertGreater(b.step_end(limit, limit - MiB, 300 * MiB, 8 * GiB,
+                                      own_max=target - GiB), got)
+
     def test_a_limit_change_within_a_step_moves_the_budget_at_once(self):
         b = off.Budget()
         b.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0)
@@ -367,6 +384,26 @@ class HooksTest(unittest.TestCase):
         packed = [o.pack(t) for t in ts]
         self.assertEqual(sum(p is not t for p, t in zip(packed, ts)), 2)
         self.assertEqual(o.step_offloadable, 16 * MiB)
+
+    def test_copies_done_after_the_budget_is_spent_let_their_tensors_go_at_the_next_pack(self):
+        # the pass's budget is spent with two copies out still in flight;
+        # once they are done, the next pack lets their device tensors go,
+        # whether it offloads, stays on the device or is not a candidate,
+        # so they are not held through the rest of the forward pass (its
+        # peak) until the backward pass starts
+        for later in ("candidate", "small"):
+            torch, o, _ = make(8 * MiB)
+            torch.copies_done = False
+            ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(2)]
+            packed = [o.pack(t) for t in ts]
+            self.assertEqual(o.pending_bytes, 8 * MiB)
+            torch.copies_done = True
+            t = torch.cuda_tensor(4 * MiB if later == "candidate" else 256 * 1024, 9.0)
+            self.assertIs(o.pack(t), t)  # past the budget, or too small: stays
+            self.assertEqual((o.pending, o.pending_bytes), ([], 0), later)
+            self.assertEqual(o.totals["waits_out"], 0)  # no CPU wait for it
+            for k in (1, 0):
+                self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
 
     def test_a_tensor_saved_twice_is_copied_once(self):
         torch, o, _ = make(GiB)
@@ -699,6 +736,27 @@ class HooksTest(unittest.TestCase):
         o2.step_end(lambda dev: (limit, target - 100 * MiB, 0))
         self.assertEqual(o2.budget.bytes, GiB)
         del packed2
+
+    def test_the_budget_shapes_the_forward_maximum_and_the_backward_less_the_fetch_window(self):
+        limit = 10 * GiB
+        for window, lowered in ((2 * GiB, True), (64 * MiB, False)):
+            fwd = []
+            torch, o, _ = make(256 * MiB, limit=limit, step_max=lambda dev: fwd[0])
+            target = o.budget.target(limit)
+            fwd.append(target - 256 * MiB)  # the forward pass left 256 MiB under the target
+            o.budget.window_in = window
+            ts, packed = offloaded(torch, o, 16, nbytes=32 * MiB)  # 8 of them offloaded
+            for p in reversed(packed):
+                o.unpack(p)
+            # the step's maximum, 100 MiB over the target, came in the backward
+            o.step_end(lambda dev: (limit, target + 100 * MiB, 0))
+            if lowered:  # the fetch ahead may have held 2 GiB then: the forward's counts
+                self.assertEqual(o.last_step["own_max"], target - 256 * MiB)
+                self.assertEqual(o.budget.bytes, 128 * MiB)
+            else:  # at most 64 MiB of it was the fetch ahead's: the backward's own is in the band
+                self.assertEqual(o.last_step["own_max"], target + 36 * MiB)
+                self.assertEqual(o.budget.bytes, 256 * MiB)
+            del ts, packed
 
     def test_the_forward_maximum_is_read_once_per_backward_pass(self):
         reads = []
