@@ -966,6 +966,20 @@ static void edges_split(vmm_backend_t *m, size_t first, size_t end, int free_ins
     }
 }
 
+/* Splits the big and huge mappings cut by the run of n granules at first
+ * (edges_split, nothing freed inside); CUDA_ERROR_OUT_OF_MEMORY if one is
+ * still cut (no memory for the split): then the caller leaves the run. */
+static CUresult edges_whole(vmm_backend_t *m, size_t first, size_t n)
+{
+    edges_split(m, first, first + n, 0);
+    for (size_t e = 0; e < 2 && m->bign; e++) {
+        size_t i = e ? first + n - 1 : first, b0 = map_start(m, i);
+        if (m->big[i] && (b0 < first || b0 + map_len(m, i) > first + n))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* Splits once (or unmaps whole) every mapping of kind MAP_HUGE or MAP_BIG
  * starting in [lo - lo % its size, hi) that holds VMM_FREEING granules:
  * those (and zombie ones) are freed. */
@@ -1507,6 +1521,46 @@ static CUresult mirror_prepare(vmm_backend_t *m, move_step_t *s)
  * fails too). */
 static CUresult huge_mirror_finish(vmm_backend_t *m, size_t h, size_t *moved);
 
+/* Maps the host memory of the slot at slot (its handle, retained) at `at`
+ * for bytes, with access unless noacc (a guarded move); on failure nothing
+ * stays mapped at `at`. */
+static CUresult slot_map_at(vmm_backend_t *m, CUdeviceptr at, CUdeviceptr slot, size_t bytes,
+                            int noacc)
+{
+    double t0 = seconds();
+    CUmemGenericAllocationHandle h;
+    CUresult r = m->cu->MemRetainAllocationHandle(&h, (void *)(uintptr_t)slot);
+    if (r == CUDA_SUCCESS) {
+        r = m->cu->MemMap(at, bytes, 0, h, 0);
+        m->cu->MemRelease(h);
+    }
+    double t1 = seconds();
+    m->t_mi_map += t1 - t0;
+    if (r == CUDA_SUCCESS && !noacc) {
+        r = m->cu->MemSetAccess(at, bytes, &m->access, 1);
+        if (r != CUDA_SUCCESS)
+            m->cu->MemUnmap(at, bytes);
+    }
+    m->t_mi_access += seconds() - t1;
+    return r;
+}
+
+/* Where the host memory could not be mapped at `at` (n granules, its device
+ * memory already freed): new device memory there, the data copied back from
+ * the slot.  Not CUDA_SUCCESS: the data is lost. */
+static CUresult slot_restore(vmm_backend_t *m, CUdeviceptr at, size_t n, CUdeviceptr slot)
+{
+    size_t bytes = n * m->granule;
+    CUresult r = map_new(m, at, n, VMM_DEVICE);
+    if (r == CUDA_SUCCESS)
+        r = m->cu->MemSetAccess(at, bytes, &m->access, 1);
+    if (r == CUDA_SUCCESS)
+        r = m->cu->MemcpyAsync(at, slot, bytes, m->stream);
+    if (r == CUDA_SUCCESS)
+        r = m->cu->StreamSynchronize(m->stream);
+    return r;
+}
+
 static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok, size_t *moved)
 {
     size_t bytes = s->n * m->granule, b = granule_index(m, s->src);
@@ -1530,31 +1584,15 @@ static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok, size_t *
         step_slot_back(m, s);
         return r;
     }
-    CUmemGenericAllocationHandle h;
-    r = m->cu->MemRetainAllocationHandle(&h, (void *)(uintptr_t)s->dst);
-    if (r == CUDA_SUCCESS) {
-        r = m->cu->MemMap(s->src, bytes, 0, h, 0);
-        m->cu->MemRelease(h);
-    }
-    double t2 = seconds();
-    m->t_mi_map += t2 - t1;
     int noacc = m->base.move_guard != 0;
-    if (r == CUDA_SUCCESS && !noacc) {
-        r = m->cu->MemSetAccess(s->src, bytes, &m->access, 1);
-        if (r != CUDA_SUCCESS)
-            m->cu->MemUnmap(s->src, bytes);
-    }
-    m->t_mi_access += seconds() - t2;
+    r = slot_map_at(m, s->src, s->dst, bytes, noacc);
     if (r == CUDA_SUCCESS) {
         m->bslot[b / m->bign] = s->slot;
         m->noacc[b / m->bign] = (uint8_t)noacc;
         s->slot = 0;
         return CUDA_SUCCESS;
     }
-    if (map_new(m, s->src, s->n, VMM_DEVICE) != CUDA_SUCCESS ||
-        m->cu->MemSetAccess(s->src, bytes, &m->access, 1) != CUDA_SUCCESS ||
-        m->cu->MemcpyAsync(s->src, s->dst, bytes, m->stream) != CUDA_SUCCESS ||
-        m->cu->StreamSynchronize(m->stream) != CUDA_SUCCESS)
+    if (slot_restore(m, s->src, s->n, s->dst) != CUDA_SUCCESS)
         m->n.lost += s->n;
     step_slot_back(m, s);
     return r;
@@ -1597,17 +1635,7 @@ static CUresult huge_mirror_finish(vmm_backend_t *m, size_t h, size_t *moved)
     size_t p = 0;
     for (; p < pieces && r == CUDA_SUCCESS; p++) {
         CUdeviceptr src = at + (CUdeviceptr)(p * bb), slot = slot_addr(m, m->hpend[p] - 1);
-        CUmemGenericAllocationHandle hd;
-        r = m->cu->MemRetainAllocationHandle(&hd, (void *)(uintptr_t)slot);
-        if (r == CUDA_SUCCESS) {
-            r = m->cu->MemMap(src, bb, 0, hd, 0);
-            m->cu->MemRelease(hd);
-        }
-        if (r == CUDA_SUCCESS && !noacc) {
-            r = m->cu->MemSetAccess(src, bb, &m->access, 1);
-            if (r != CUDA_SUCCESS)
-                m->cu->MemUnmap(src, bb);
-        }
+        r = slot_map_at(m, src, slot, bb, noacc);
         if (r != CUDA_SUCCESS)
             break;
         size_t b = h + p * m->bign;
@@ -1622,10 +1650,7 @@ static CUresult huge_mirror_finish(vmm_backend_t *m, size_t h, size_t *moved)
         CUdeviceptr src = at + (CUdeviceptr)(p * bb), slot = slot_addr(m, m->hpend[p] - 1);
         size_t b = h + p * m->bign;
         memset(m->big + b, MAP_GRANULE, m->bign);
-        if (map_new(m, src, m->bign, VMM_DEVICE) != CUDA_SUCCESS ||
-            m->cu->MemSetAccess(src, bb, &m->access, 1) != CUDA_SUCCESS ||
-            m->cu->MemcpyAsync(src, slot, bb, m->stream) != CUDA_SUCCESS ||
-            m->cu->StreamSynchronize(m->stream) != CUDA_SUCCESS) {
+        if (slot_restore(m, src, m->bign, slot) != CUDA_SUCCESS) {
             m->n.lost += m->bign;
             m->in_use -= bb;
             memset(m->state + b, VMM_NONE, m->bign);
@@ -1633,14 +1658,7 @@ static CUresult huge_mirror_finish(vmm_backend_t *m, size_t h, size_t *moved)
             memset(m->big + b, MAP_BIG, m->bign);
         }
     }
-    m->t_mi_map += seconds() - t1;
-    for (size_t k = 0; k < pieces; k++)
-        if (m->hpend[k]) {
-            move_step_t s = {0};
-            s.slot = m->hpend[k];
-            step_slot_back(m, &s);
-        }
-    m->hpend_n = 0;
+    hpend_drop(m); /* the slots of the pieces not mapped (a mapped one's entry is 0) */
     return r;
 }
 
@@ -1725,19 +1743,22 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
     }
     CUresult r = m->cu->CtxSynchronize(); /* the data must be at rest */
     m->n.syncs++;
-    if (r == CUDA_SUCCESS) { /* big mappings (device, or host) cut by the run */
-        edges_split(m, first, first + n, 0);
-        for (size_t e = 0; e < 2 && m->bign; e++) {
-            size_t i = e ? first + n - 1 : first, b0 = map_start(m, i);
-            if (m->big[i] && (b0 < first || b0 + map_len(m, i) > first + n))
-                r = CUDA_ERROR_OUT_OF_MEMORY; /* could not split: nothing moves */
-        }
+    int huge_in = 0; /* huge mappings inside the run, moved through the mirror */
+    if (r == CUDA_SUCCESS) {
+        r = edges_whole(m, first, n); /* could not split: nothing moves */
         /* Huge mappings inside the run: a move to host through the mirror
          * takes them piece by piece (mirror_finish); any other move needs
-         * big mappings. */
-        for (size_t h = first; r == CUDA_SUCCESS && m->hugen && h < first + n; h++)
-            if (m->big[h] == MAP_HUGE && !(to_host && mirror_on) && !huge_split(m, h, h, h))
+         * big mappings.  (From first, a mapping's start once the edges are
+         * whole, the walk goes mapping by mapping.) */
+        for (size_t h = first; r == CUDA_SUCCESS && m->hugen && h < first + n;
+             h += map_len(m, h)) {
+            if (m->big[h] != MAP_HUGE)
+                continue;
+            if (to_host && mirror_on)
+                huge_in = 1;
+            else if (!huge_split(m, h, h, h))
                 r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
         if (!m->batch_depth)
             scratch_drop(m);
     }
@@ -1746,12 +1767,10 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
     /* Steps in flight: VMM_STAGES, or with huge mappings to move to host
      * through the mirror, a huge mapping's pieces plus VMM_STAGES. */
     size_t depth = VMM_STAGES;
-    for (size_t h = first; to_host && mirror_on && m->hugen && h < first + n; h += m->bign)
-        if (m->big[h] == MAP_HUGE) {
-            depth = m->hugen / m->bign + VMM_STAGES;
-            depth = depth < VMM_RING ? depth : VMM_RING;
-            break;
-        }
+    if (huge_in) {
+        depth = m->hugen / m->bign + VMM_STAGES;
+        depth = depth < VMM_RING ? depth : VMM_RING;
+    }
     size_t started = 0, finished = 0, pos = 0; /* steps, steps, granules */
     while (finished < started || (r == CUDA_SUCCESS && pos < n)) {
         while (r == CUDA_SUCCESS && started - finished < depth && pos < n) {
@@ -1904,14 +1923,8 @@ static vmem_status_t vmm_region_park(backend_t *b, void *base, size_t size)
     size_t maps = 0;
     CUresult r = m->cu->CtxSynchronize(); /* queued work may still use it */
     m->n.syncs++;
-    if (r == CUDA_SUCCESS) {
-        edges_split(m, first, first + n, 0);
-        for (size_t e = 0; e < 2 && m->bign; e++) {
-            size_t i = e ? first + n - 1 : first, b0 = map_start(m, i);
-            if (m->big[i] && (b0 < first || b0 + map_len(m, i) > first + n))
-                r = CUDA_ERROR_OUT_OF_MEMORY; /* could not split: nothing parks */
-        }
-    }
+    if (r == CUDA_SUCCESS)
+        r = edges_whole(m, first, n); /* could not split: nothing parks */
     if (r == CUDA_SUCCESS) {
         for (size_t i = first; i < first + n; i += map_len(m, i))
             maps++;

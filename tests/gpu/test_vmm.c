@@ -634,34 +634,48 @@ Test(vmm_gpu, huge_handles_back_a_large_block_and_park)
 /* Holes released inside huge mappings: the huge mapping is split into big
  * ones, those into granule handles, and every live neighbour keeps its
  * data word for word; the driver gets the holes back. */
-Test(vmm_gpu, huge_mapping_split_keeps_neighbours)
+enum { HOLES_N = 256 };
+
+/* A GiB allocated and freed (mapped in huge handles), then HOLES_N blocks of
+ * 4 MiB over it, block i filled with words from seed + i, and the blocks
+ * for which gone(i) freed (p[i] NULL).  Returns the bytes still live. */
+static size_t blocks_with_holes(vmem_t *v, void *p[HOLES_N], uint32_t seed, int (*gone)(int))
 {
-    vmem_t *v = open_vmm(2 * GiB, GiB);
-    need_huge(v);
     backend_vmm_counters_t c0 = counters(v);
     void *whole = vmem_alloc(v, GiB);
     cr_assert_not_null(whole);
     cr_assert_eq(vmem_free(v, whole), VMEM_OK);
-    cr_assert_gt(counters(v).huge_maps, c0.huge_maps);
-    enum { N = 256 };
-    void *p[N];
-    for (int i = 0; i < N; i++) {
+    cr_assert_gt(counters(v).huge_maps, c0.huge_maps, "a GiB must be mapped in huge handles");
+    for (int i = 0; i < HOLES_N; i++) {
         p[i] = vmem_alloc(v, 4 * MiB);
         cr_assert_not_null(p[i]);
-        cr_assert_eq(gpu_fill(p[i], MiB, 0x2000u + (uint32_t)i), 0);
+        cr_assert_eq(gpu_fill(p[i], MiB, seed + (uint32_t)i), 0);
     }
-    /* Holes: a 64 MiB piece's worth (16 blocks) whole, scattered blocks,
-     * and the last. */
     size_t live = 0;
-    for (int i = 0; i < N; i++) {
-        int gone = (i >= 32 && i < 48) || i % 37 == 5 || i == N - 1;
-        if (gone) {
+    for (int i = 0; i < HOLES_N; i++)
+        if (gone(i)) {
             cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
             p[i] = NULL;
         } else {
             live += 4 * MiB;
         }
-    }
+    return live;
+}
+
+/* Holes: a 64 MiB piece's worth (16 blocks) whole, scattered blocks, and
+ * the last. */
+static int gone_spread(int i) { return (i >= 32 && i < 48) || i % 37 == 5 || i == HOLES_N - 1; }
+
+/* A hole in every 64 MiB piece. */
+static int gone_every_third(int i) { return i % 3 == 1; }
+
+Test(vmm_gpu, huge_mapping_split_keeps_neighbours)
+{
+    vmem_t *v = open_vmm(2 * GiB, GiB);
+    need_huge(v);
+    void *p[HOLES_N];
+    size_t live = blocks_with_holes(v, p, 0x2000u, gone_spread);
+    backend_vmm_counters_t c0 = counters(v);
     size_t before = device_free(), applied = 0;
     cr_assert_eq(vmem_set_limit(v, live, &applied), VMEM_OK);
     CHECK(v);
@@ -675,12 +689,12 @@ Test(vmm_gpu, huge_mapping_split_keeps_neighbours)
         cr_assert_geq(device_free() + 64 * MiB, before + GiB - live - 64 * MiB,
                       "device free memory rose by %lld MiB only",
                       ((long long)device_free() - (long long)before) / (long long)MiB);
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < HOLES_N; i++)
         if (p[i])
             expect_words(p[i], 4 * MiB, 0x2000u + (uint32_t)i, 1, 0);
     cr_assert_eq(gpu_transform(p[31], p[48], MiB), 0);
     expect_words(p[48], 4 * MiB, 0x2000u + 31, 3, 1);
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < HOLES_N; i++)
         if (p[i])
             cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
     CHECK(v);
@@ -790,24 +804,8 @@ Test(vmm_gpu, huge_split_on_a_full_device_uses_host_scratch)
     vmem_t *v = open_vmm(2 * GiB, GiB);
     need_huge(v);
     need_host_backing(v);
-    void *whole = vmem_alloc(v, GiB);
-    cr_assert_not_null(whole);
-    cr_assert_eq(vmem_free(v, whole), VMEM_OK);
-    enum { N = 256 };
-    void *p[N];
-    size_t live = 0;
-    for (int i = 0; i < N; i++) {
-        p[i] = vmem_alloc(v, 4 * MiB);
-        cr_assert_not_null(p[i]);
-        cr_assert_eq(gpu_fill(p[i], MiB, 0x3000u + (uint32_t)i), 0);
-    }
-    for (int i = 0; i < N; i++)
-        if (i % 3 == 1) { /* a hole in every 64 MiB piece */
-            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
-            p[i] = NULL;
-        } else {
-            live += 4 * MiB;
-        }
+    void *p[HOLES_N];
+    size_t live = blocks_with_holes(v, p, 0x3000u, gone_every_third);
     /* Another allocation takes all but a few MiB of the device. */
     void *hog = NULL;
     size_t f = device_free(), want = f > 96 * MiB ? f - 96 * MiB : 0;
@@ -834,7 +832,7 @@ Test(vmm_gpu, huge_split_on_a_full_device_uses_host_scratch)
     cr_assert_gt(c1.scratch_on_host, c0.scratch_on_host, "the full device must push the scratch to host");
     cr_assert_eq(c1.split_failures, c0.split_failures);
     cr_assert_eq(c1.zombie_bytes, 0);
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < HOLES_N; i++)
         if (p[i]) {
             expect_words(p[i], 4 * MiB, 0x3000u + (uint32_t)i, 1, 0);
             cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
