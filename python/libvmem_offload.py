@@ -117,16 +117,10 @@ class Budget:
                                 self.window_max if self.window_in_max is None
                                 else self.window_in_max)
 
-    def step_end(self, limit, device_max, host_max, offloadable, own_max=None):
+    def step_end(self, limit, device_max, host_max, offloadable):
         """Updates and returns the budget for the next step.  offloadable:
         bytes the step's largest pass could have offloaded (eligible saved
-        tensors; 0 when the step did not look, because the budget was 0).
-        own_max: the device maximum the budget shapes, if known and lower
-        than device_max (the forward passes' maximum, or the backward's
-        less what the fetch ahead may have held then: the fetch ahead fills
-        the room it finds up to the target, so the step's maximum alone
-        would keep a budget that the forward pass no longer needs); it
-        decides only whether there is room to lower the budget."""
+        tensors; 0 when the step did not look, because the budget was 0)."""
         self.set_limit(limit)
         # host bytes of a step whose limit was raised within it (a candidate
         # of the step saw a lower limit) or since the last step end may have
@@ -146,10 +140,11 @@ class Budget:
         # on an H100)
         if demand > limit or (host_max > 0 and not raised):
             self.bytes += max(demand - target, self.step_min)
-        else:
-            low = device_max if own_max is None else min(device_max, own_max)
-            if self.bytes and low + int(limit * self.slack_frac) < target:
-                self.bytes -= (target - low) // 2
+        elif self.bytes and device_max + int(limit * self.slack_frac) < target:
+            # (lowering it from the forward passes' maximum instead, where
+            # the step's lies in the backward, was measured and reverted:
+            # docs/placement.md, "Copies done let go at once")
+            self.bytes -= (target - device_max) // 2
         if offloadable:
             self.bytes = min(self.bytes, offloadable)
         self.bytes = max(0, self.bytes)
@@ -391,7 +386,6 @@ class Offload:
         self.step_reclaimed = 0
         self.step_skipped = 0
         self.step_fwd_max = 0  # device bytes in use at the step's maximum before a backward pass
-        self.step_largest = 0  # the largest tensor offloaded this step
         # pace_room: the excursion after each hook call this step (bytes the
         # program allocated above what was in use at the call before the
         # next one), the hook calls counted, the bytes in use at the last one
@@ -447,14 +441,8 @@ class Offload:
             # as the step's: the budget learns from the maximum without them
             learn = min(dmax, self.step_drained) if self.step_drained else dmax
             self.last_step["drained_max"] = self.step_drained
-            # what the budget shapes: the forward passes' maximum, and the
-            # backward's less what the fetch ahead may have held at it
-            own = None
-            if self.step_fwd_max and self.step_max is not None:
-                own = max(self.step_fwd_max, learn - max(self.budget.window_in, self.step_largest))
-            self.last_step["own_max"] = own
             before = self.budget.bytes
-            self.budget.step_end(limit, learn, hmax, self.max_pass_offloadable, own)
+            self.budget.step_end(limit, learn, hmax, self.max_pass_offloadable)
             now = time.perf_counter()
             if self.choice is not None:
                 # a step that moved the budget or pinned new host memory
@@ -596,7 +584,6 @@ class Offload:
             self.pending_bytes += n
             self.step_offloaded += n
             self.pass_offloaded += n
-            self.step_largest = max(self.step_largest, n)
             self.totals["offloaded_bytes"] += n
             self.totals["offloaded_tensors"] += 1
             # pacing: past window_out bytes of copies in flight the forward

@@ -282,23 +282,6 @@ class BudgetTest(unittest.TestCase):
         self.assertEqual(b.step_end(limit, limit - MiB, 300 * MiB, 8 * GiB),
                          2 * GiB + limit - MiB + 300 * MiB - target)
 
-    def test_room_the_forward_left_lowers_a_budget_whose_step_maximum_is_in_the_band(self):
-        # the step's maximum lies between the target and the limit (the
-        # fetch ahead fills the room it finds), the maximum the budget
-        # shapes (own_max) 1 GiB under the target: lowered by half of that
-        b = off.Budget()
-        b.bytes = 2 * GiB
-        limit = 10 * GiB
-        target = limit - int(limit * b.margin_frac)
-        got = b.step_end(limit, target + 100 * MiB, 0, 8 * GiB, own_max=target - GiB)
-        self.assertEqual(got, 2 * GiB - GiB // 2)
-        # an own_max above the step's maximum counts as the maximum; none: as before
-        self.assertEqual(b.step_end(limit, target + 100 * MiB, 0, 8 * GiB, own_max=limit), got)
-        self.assertEqual(b.step_end(limit, target + 100 * MiB, 0, 8 * GiB), got)
-        # bytes on host still raise it
-        self.assertGreater(b.step_end(limit, limit - MiB, 300 * MiB, 8 * GiB,
-                                      own_max=target - GiB), got)
-
     def test_a_limit_change_within_a_step_moves_the_budget_at_once(self):
         b = off.Budget()
         b.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0)
@@ -736,27 +719,6 @@ class HooksTest(unittest.TestCase):
         o2.step_end(lambda dev: (limit, target - 100 * MiB, 0))
         self.assertEqual(o2.budget.bytes, GiB)
         del packed2
-
-    def test_the_budget_shapes_the_forward_maximum_and_the_backward_less_the_fetch_window(self):
-        limit = 10 * GiB
-        for window, lowered in ((2 * GiB, True), (64 * MiB, False)):
-            fwd = []
-            torch, o, _ = make(256 * MiB, limit=limit, step_max=lambda dev: fwd[0])
-            target = o.budget.target(limit)
-            fwd.append(target - 256 * MiB)  # the forward pass left 256 MiB under the target
-            o.budget.window_in = window
-            ts, packed = offloaded(torch, o, 16, nbytes=32 * MiB)  # 8 of them offloaded
-            for p in reversed(packed):
-                o.unpack(p)
-            # the step's maximum, 100 MiB over the target, came in the backward
-            o.step_end(lambda dev: (limit, target + 100 * MiB, 0))
-            if lowered:  # the fetch ahead may have held 2 GiB then: the forward's counts
-                self.assertEqual(o.last_step["own_max"], target - 256 * MiB)
-                self.assertEqual(o.budget.bytes, 128 * MiB)
-            else:  # at most 64 MiB of it was the fetch ahead's: the backward's own is in the band
-                self.assertEqual(o.last_step["own_max"], target + 36 * MiB)
-                self.assertEqual(o.budget.bytes, 256 * MiB)
-            del ts, packed
 
     def test_the_forward_maximum_is_read_once_per_backward_pass(self):
         reads = []
