@@ -28,7 +28,7 @@ vmem_status_t vmem_watermark(vmem_t *v, size_t *in_use, size_t *max_since, size_
     if (!v)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
-    size_t d = v->dev.in_use + v->host.in_use; /* device arena (spills in place too) and host arena */
+    size_t d = vmem_device_bytes(v) + vmem_host_bytes(v);
     if (in_use)
         *in_use = d;
     if (max_since)
@@ -56,14 +56,14 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.start_cap = v->start_cap;
     s.device_held = v->dev.held;
     /* vmm, sim-vmm: blocks and memory spilled in place count as host. */
-    s.device_in_use = v->dev.in_use - v->dev.host_in_use;
+    s.device_in_use = vmem_device_bytes(v);
     s.device_requested = v->dev.requested - v->dev.host_requested;
     s.device_peak_held = v->dev.peak_held;
     s.device_peak_in_use = v->dev.peak_in_use;
     s.device_regions = v->dev.nregions;
     s.host_limit = v->host.limit;
     s.host_held = v->host.held + v->dev.held_host;
-    s.host_in_use = v->host.in_use + v->dev.host_in_use;
+    s.host_in_use = vmem_host_bytes(v);
     s.host_peak_held = v->host.peak_held + v->dev.peak_held_host;
     s.host_peak_in_use = v->host.peak_in_use + v->dev.peak_host_in_use;
     s.allocs = v->allocs;

@@ -347,8 +347,7 @@ vmem_status_t vmem_set_callback(vmem_t *v, vmem_event_kind_t kind, vmem_event_fn
 
 static void step_track(vmem_t *v)
 {
-    /* Blocks spilled in place (vmm, sim-vmm) count as host memory. */
-    size_t d = v->dev.in_use - v->dev.host_in_use, h = v->host.in_use + v->dev.host_in_use;
+    size_t d = vmem_device_bytes(v), h = vmem_host_bytes(v);
     if (d < v->step_dev_min)
         v->step_dev_min = d;
     if (d > v->step_dev_max)
@@ -365,7 +364,7 @@ static void step_track(vmem_t *v)
  * only the device minimum can change. */
 static inline void step_track_device_free(vmem_t *v)
 {
-    size_t d = v->dev.in_use - v->dev.host_in_use;
+    size_t d = vmem_device_bytes(v);
     if (d < v->step_dev_min)
         v->step_dev_min = d;
 }
@@ -375,10 +374,10 @@ static inline void step_track_device_free(vmem_t *v)
  * and host bytes stayed, so only the maxima can change. */
 static inline void step_track_device_alloc(vmem_t *v)
 {
-    size_t d = v->dev.in_use - v->dev.host_in_use;
+    size_t d = vmem_device_bytes(v);
     if (d > v->step_dev_max)
         v->step_dev_max = d;
-    size_t all = v->dev.in_use + v->host.in_use; /* as vmem_watermark counts them */
+    size_t all = d + vmem_host_bytes(v); /* as vmem_watermark counts them */
     if (all > v->wm_all)
         v->wm_all = all;
 }
@@ -526,7 +525,7 @@ static uint64_t live_device_bytes(void *ctx, int arena, uintptr_t addr, uint64_t
 
 static place_env_t place_env(vmem_t *v)
 {
-    place_env_t e = {.limit = v->dev.limit, .dev_in_use = v->dev.in_use - v->dev.host_in_use,
+    place_env_t e = {.limit = v->dev.limit, .dev_in_use = vmem_device_bytes(v),
                      .device_bytes = live_device_bytes, .ctx = v};
     return e;
 }
@@ -569,7 +568,7 @@ static void *device_alloc(vmem_t *v, size_t size, uintptr_t key)
 static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *st,
                           pending_event_t *pe)
 {
-    size_t host_before = v->dev.host_in_use + v->host.in_use; /* for step_track */
+    size_t host_before = vmem_host_bytes(v); /* for step_track */
     unsigned where = PLACE_NONE;
     if (place_deciding(&v->place)) { /* the environment only for a step that decides */
         place_env_t env = place_env(v);
@@ -615,7 +614,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *
                          why != NULL, where);
         if (arena == 0)
             layout_note_alloc(&v->layout, (uintptr_t)p);
-        if (arena == 0 && v->dev.host_in_use + v->host.in_use == host_before)
+        if (arena == 0 && vmem_host_bytes(v) == host_before)
             step_track_device_alloc(v);
         else
             step_track(v);
@@ -674,7 +673,7 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
         return VMEM_OK;
     pthread_mutex_lock(&v->lock);
     uintptr_t key = free_key(v, stream);
-    size_t host_before = v->dev.host_in_use + v->host.in_use; /* for step_track */
+    size_t host_before = vmem_host_bytes(v); /* for step_track */
     size_t bytes = 0;
     int arena = 0;
     vmem_status_t st = bfc_free(&v->dev, ptr, key, &bytes);
@@ -693,7 +692,7 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
         if (arena == 0)
             layout_note_free(&v->layout, (uintptr_t)ptr);
         v->frees++;
-        if (arena == 0 && v->dev.host_in_use + v->host.in_use == host_before)
+        if (arena == 0 && vmem_host_bytes(v) == host_before)
             step_track_device_free(v);
         else
             step_track(v);
@@ -871,8 +870,8 @@ vmem_status_t vmem_step_end(vmem_t *v)
     v->last_step_dev_max = v->step_dev_max;
     v->last_step_host_min = v->step_host_min;
     v->last_step_host_max = v->step_host_max;
-    v->stable_dev = v->dev.in_use - v->dev.host_in_use;
-    v->stable_host = v->host.in_use + v->dev.host_in_use;
+    v->stable_dev = vmem_device_bytes(v);
+    v->stable_host = vmem_host_bytes(v);
     v->step_dev_min = v->step_dev_max = v->stable_dev;
     v->step_host_min = v->step_host_max = v->stable_host;
     pthread_mutex_unlock(&v->lock);

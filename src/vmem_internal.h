@@ -91,6 +91,18 @@ struct vmem {
     char limit_source[48];      /* where the initial limit came from (stats) */
 };
 
+/* Bytes in use by live blocks on device memory, and on host memory (the
+ * host arena, and blocks spilled in place in the device arena: vmm,
+ * sim-vmm).  Their sum is all the bytes in use, wherever they lie. */
+static inline size_t vmem_device_bytes(const vmem_t *v)
+{
+    return v->dev.in_use - v->dev.host_in_use;
+}
+static inline size_t vmem_host_bytes(const vmem_t *v)
+{
+    return v->host.in_use + v->dev.host_in_use;
+}
+
 /* log.c */
 void vmem_log(const vmem_t *v, vmem_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
