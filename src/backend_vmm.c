@@ -386,6 +386,22 @@ static CUresult map_new(vmm_backend_t *m, CUdeviceptr p, size_t n, int kind)
     return r;
 }
 
+/* New device memory for the n granules at `at` (unmapped: their old memory
+ * is gone), with access, and their data copied back from src, waited for:
+ * a failed split's or remap's undo.  Not CUDA_SUCCESS: the data is lost. */
+static CUresult restore_from(vmm_backend_t *m, CUdeviceptr at, size_t n, CUdeviceptr src)
+{
+    size_t bytes = n * m->granule;
+    CUresult r = map_new(m, at, n, VMM_DEVICE);
+    if (r == CUDA_SUCCESS)
+        r = m->cu->MemSetAccess(at, bytes, &m->access, 1);
+    if (r == CUDA_SUCCESS)
+        r = m->cu->MemcpyAsync(at, src, bytes, m->stream);
+    if (r == CUDA_SUCCESS)
+        r = m->cu->StreamSynchronize(m->stream);
+    return r;
+}
+
 /* Whether granules [i, i + bign) may be one big handle of `kind`. */
 static int big_fits(const vmm_backend_t *m, size_t i, size_t end, int kind)
 {
@@ -909,10 +925,7 @@ static int huge_split(vmm_backend_t *m, size_t h, size_t lo, size_t hi)
             if (mapped[p * m->bign + k])
                 m->cu->MemUnmap(pa + (CUdeviceptr)(k * g), g);
     }
-    if (map_new(m, at, m->hugen, VMM_DEVICE) != CUDA_SUCCESS ||
-        m->cu->MemSetAccess(at, bytes, &m->access, 1) != CUDA_SUCCESS ||
-        m->cu->MemcpyAsync(at, m->hscratch, bytes, m->stream) != CUDA_SUCCESS ||
-        m->cu->StreamSynchronize(m->stream) != CUDA_SUCCESS) {
+    if (restore_from(m, at, m->hugen, m->hscratch) != CUDA_SUCCESS) {
         fprintf(stderr, "libvmem: vmm: split of a huge mapping failed and could not be undone: "
                         "%zu granules at %#llx lost\n", nkeep, (unsigned long long)at);
         m->n.lost += nkeep;
@@ -1118,6 +1131,16 @@ typedef struct move_step {
     uint32_t slot; /* 1 + the mirror slot mapping the step's host memory; 0: none */
 } move_step_t;
 
+/* The piece of step s from its granule k on: a big mapping's worth, or
+ * what is left of the step. */
+static move_step_t step_piece(const vmm_backend_t *m, const move_step_t *s, size_t k)
+{
+    move_step_t piece = *s;
+    piece.src = s->src + (CUdeviceptr)(k * m->granule);
+    piece.n = s->n - k < m->bign ? s->n - k : m->bign;
+    return piece;
+}
+
 /* A step's slot goes back to the kept memory (or is freed). */
 static void step_slot_back(vmm_backend_t *m, move_step_t *s)
 {
@@ -1281,9 +1304,7 @@ static CUresult step_finish(vmm_backend_t *m, move_step_t *s, int kind)
         /* Back to the device: a whole big host mapping is kept for the
          * next move to host (a second pause pins nothing). */
         for (size_t k = 0; kind == VMM_DEVICE && m->bign && k < s->n; k += m->bign) {
-            move_step_t piece = *s; /* each whole big host mapping of the step */
-            piece.src = s->src + (CUdeviceptr)(k * m->granule);
-            piece.n = s->n - k < m->bign ? s->n - k : m->bign;
+            move_step_t piece = step_piece(m, s, k); /* each whole big host mapping */
             if (step_big_mapping(m, &piece, VMM_HOST))
                 keep_host(m, piece.src);
         }
@@ -1545,22 +1566,6 @@ static CUresult slot_map_at(vmm_backend_t *m, CUdeviceptr at, CUdeviceptr slot, 
     return r;
 }
 
-/* Where the host memory could not be mapped at `at` (n granules, its device
- * memory already freed): new device memory there, the data copied back from
- * the slot.  Not CUDA_SUCCESS: the data is lost. */
-static CUresult slot_restore(vmm_backend_t *m, CUdeviceptr at, size_t n, CUdeviceptr slot)
-{
-    size_t bytes = n * m->granule;
-    CUresult r = map_new(m, at, n, VMM_DEVICE);
-    if (r == CUDA_SUCCESS)
-        r = m->cu->MemSetAccess(at, bytes, &m->access, 1);
-    if (r == CUDA_SUCCESS)
-        r = m->cu->MemcpyAsync(at, slot, bytes, m->stream);
-    if (r == CUDA_SUCCESS)
-        r = m->cu->StreamSynchronize(m->stream);
-    return r;
-}
-
 static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok, size_t *moved)
 {
     size_t bytes = s->n * m->granule, b = granule_index(m, s->src);
@@ -1592,7 +1597,7 @@ static CUresult mirror_finish(vmm_backend_t *m, move_step_t *s, int ok, size_t *
         s->slot = 0;
         return CUDA_SUCCESS;
     }
-    if (slot_restore(m, s->src, s->n, s->dst) != CUDA_SUCCESS)
+    if (restore_from(m, s->src, s->n, s->dst) != CUDA_SUCCESS)
         m->n.lost += s->n;
     step_slot_back(m, s);
     return r;
@@ -1650,7 +1655,7 @@ static CUresult huge_mirror_finish(vmm_backend_t *m, size_t h, size_t *moved)
         CUdeviceptr src = at + (CUdeviceptr)(p * bb), slot = slot_addr(m, m->hpend[p] - 1);
         size_t b = h + p * m->bign;
         memset(m->big + b, MAP_GRANULE, m->bign);
-        if (slot_restore(m, src, m->bign, slot) != CUDA_SUCCESS) {
+        if (restore_from(m, src, m->bign, slot) != CUDA_SUCCESS) {
             m->n.lost += m->bign;
             m->in_use -= bb;
             memset(m->state + b, VMM_NONE, m->bign);
@@ -1690,9 +1695,7 @@ static CUresult step_copy(vmm_backend_t *m, move_step_t *s)
         return m->cu->MemcpyAsync(s->dst, copy_source(m, s), s->n * m->granule, m->stream);
     CUresult r = CUDA_SUCCESS;
     for (size_t k = 0; k < s->n && r == CUDA_SUCCESS; k += m->bign) {
-        move_step_t piece = *s;
-        piece.src = s->src + (CUdeviceptr)(k * m->granule);
-        piece.n = s->n - k < m->bign ? s->n - k : m->bign;
+        move_step_t piece = step_piece(m, s, k);
         r = m->cu->MemcpyAsync(s->dst + (CUdeviceptr)(k * m->granule), copy_source(m, &piece),
                                piece.n * m->granule, m->stream);
     }
