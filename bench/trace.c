@@ -124,11 +124,16 @@ static const char *printable(const char *s, char out[20])
 
 /* Reads a gzip (or plain) file line by line with the lengths known, so a
  * NUL byte inside a line is seen (gzgets would end the line there).
- * Invariant: buf[pos, end) holds bytes read but not yet handed out. */
+ * Invariant: buf[pos, end) holds bytes read but not yet handed out.  An event
+ * line is at most LINE_MAX_LEN - 2 bytes; a comment line ('#', such as the
+ * header, whose step times grow with the steps recorded) may be of any
+ * length: it is handed out cut to its first COMMENT_KEEP bytes. */
+#define COMMENT_KEEP ((size_t)1 << 16)
 typedef struct line_reader {
     gzFile gz;
     size_t pos, end;
     int eof;
+    int cut; /* a comment line longer than the buffer is being read */
     char buf[1 << 17];
 } line_reader_t;
 
@@ -136,7 +141,8 @@ enum { LINE_EOF = 0, LINE_OK = 1, LINE_ERROR = -1, LINE_LONG = -2 };
 
 /* The next line (without its newline, NUL-terminated in place) in *line and
  * *len.  LINE_ERROR: zlib failed (truncated or corrupt data), also for a
- * last line cut short by it; LINE_LONG: longer than LINE_MAX_LEN - 2. */
+ * last line cut short by it; LINE_LONG: an event line longer than
+ * LINE_MAX_LEN - 2. */
 static int line_next(line_reader_t *r, char **line, size_t *len)
 {
     for (;;) {
@@ -146,9 +152,16 @@ static int line_next(line_reader_t *r, char **line, size_t *len)
             *len = (size_t)(nl - *line);
             *nl = '\0';
             r->pos = (size_t)(nl - r->buf) + 1;
+            if (r->cut) { /* the comment's head lies at buf[0, COMMENT_KEEP) */
+                r->cut = 0;
+                *len = COMMENT_KEEP;
+                (*line)[*len] = '\0';
+            }
+            if (**line == '#')
+                return LINE_OK;
             return *len > LINE_MAX_LEN - 2 ? LINE_LONG : LINE_OK;
         }
-        if (r->end - r->pos > LINE_MAX_LEN - 2)
+        if (r->end - r->pos > LINE_MAX_LEN - 2 && r->buf[r->pos] != '#')
             return LINE_LONG;
         if (r->eof) {
             int zerr;
@@ -158,14 +171,19 @@ static int line_next(line_reader_t *r, char **line, size_t *len)
             if (r->pos == r->end)
                 return LINE_EOF;
             *line = r->buf + r->pos; /* the last line, without a newline */
-            *len = r->end - r->pos;
+            *len = r->cut ? COMMENT_KEEP : r->end - r->pos;
             (*line)[*len] = '\0';
             r->pos = r->end;
+            r->cut = 0;
             return LINE_OK;
         }
         memmove(r->buf, r->buf + r->pos, r->end - r->pos);
         r->end -= r->pos;
         r->pos = 0;
+        if (r->end == sizeof r->buf - 1) { /* a comment that fills the buffer */
+            r->cut = 1;
+            r->end = COMMENT_KEEP + 1; /* its head, and one byte for the cut */
+        }
         int n = gzread(r->gz, r->buf + r->end, (unsigned)(sizeof r->buf - 1 - r->end));
         if (n < 0)
             return LINE_ERROR;
@@ -291,6 +309,7 @@ int trace_load_max(const char *path, size_t max_events, trace_t *t, char *err, s
     rd->gz = gz;
     rd->pos = rd->end = 0;
     rd->eof = 0;
+    rd->cut = 0;
     t->name = t->path + (ld.name - path);
     t->iters = -1;
 
