@@ -30,15 +30,33 @@ unsigned bfc_bin_index(size_t size)
     return (fl - BFC_SUB_BITS + 1) * BFC_SUB + sl;
 }
 
+/* A bin's list is kept in (size, address) order, so the first chunk that
+ * fits is the best fit with the lowest address (address-ordered best fit:
+ * blocks pack towards the bottom of a range and the free space above them
+ * stays whole, which on the new jobs' traces held less, docs/benchmarks.md
+ * round 7). */
+static int chunk_before(const bfc_chunk_t *x, const bfc_chunk_t *y)
+{
+    return x->size < y->size || (x->size == y->size && x->addr < y->addr);
+}
+
 static void bin_insert(bfc_arena_t *a, bfc_chunk_t *c)
 {
     unsigned b = bfc_bin_index(c->size);
     c->bin = b;
-    c->fprev = NULL;
-    c->fnext = a->bins[b];
-    if (c->fnext)
-        c->fnext->fprev = c;
-    a->bins[b] = c;
+    bfc_chunk_t *prev = NULL, *next = a->bins[b];
+    while (next && chunk_before(next, c)) {
+        prev = next;
+        next = next->fnext;
+    }
+    c->fprev = prev;
+    c->fnext = next;
+    if (next)
+        next->fprev = c;
+    if (prev)
+        prev->fnext = c;
+    else
+        a->bins[b] = c;
     a->bitmap[b >> 6] |= 1ull << (b & 63);
     a->top |= 1ull << (b >> 6);
     a->nchunks_free++;
@@ -89,28 +107,21 @@ static int stream_ok(uintptr_t chunk_stream, uintptr_t stream)
  * fills all but 1/DEDICATED_SLACK of it. */
 #define DEDICATED_SLACK 4u
 
-/* Best fit: the smallest free chunk >= size usable on stream (ties: first seen),
+/* Best fit: the smallest free chunk >= size usable on stream (ties: the lowest address),
  * skipping chunks of dedicated regions that size would leave mostly empty,
  * unless `share` and the room under the limit could grow such a chunk again. */
 static bfc_chunk_t *bin_find(const bfc_arena_t *a, size_t size, uintptr_t stream, int share)
 {
     size_t held = a->held + a->others_held, room = a->limit > held ? a->limit - held : 0;
     for (unsigned b = bin_next(a, bfc_bin_index(size)); b < BFC_NBINS; b = bin_next(a, b + 1)) {
-        bfc_chunk_t *best = NULL;
-        for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext) {
+        for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext) { /* (size, address) order */
             if (c->size < size || !stream_ok(c->stream, stream))
                 continue;
             if (c->region->dedicated && size < c->size - c->size / DEDICATED_SLACK &&
                 (!share || c->size > room))
                 continue;
-            if (!best || c->size < best->size) {
-                best = c;
-                if (c->size == size)
-                    break;
-            }
+            return c;
         }
-        if (best)
-            return best;
     }
     return NULL;
 }
@@ -2126,6 +2137,9 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
                 return fail(why, len, "bin %u holds a bad chunk %#lx", b, (unsigned long)c->addr);
             if (c->fnext && c->fnext->fprev != c)
                 return fail(why, len, "bin %u: broken list", b);
+            if (c->fnext && !chunk_before(c, c->fnext))
+                return fail(why, len, "bin %u: %#lx before %#lx, out of (size, address) order", b,
+                            (unsigned long)c->addr, (unsigned long)c->fnext->addr);
         }
     }
     for (unsigned w = 0; w < BFC_NWORDS; w++)
