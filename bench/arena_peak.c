@@ -2,22 +2,28 @@
  * vmem-arena-peak: the device arena at the moment it reaches its peak held
  * (docs/benchmarks.md, "Held over live").
  *
- * Replays a trace once (cold, no limit, the default growth policy and the
- * VMEM_GROWTH / VMEM_TRIM* / VMEM_LAYOUT* environment, with vmem_step_end at
- * the step boundaries vmem-replay uses) and finds the event after which the
- * device arena first held its largest amount; then replays it again on a
+ * Replays a trace (no limit, the default growth policy and the VMEM_GROWTH /
+ * VMEM_TRIM* / VMEM_LAYOUT* environment, with vmem_step_end at the step
+ * boundaries vmem-replay uses), --passes times on one instance (default 2:
+ * vmem-replay --repeat 1's warm-up and timed pass, so that both tools find
+ * the same peak; a job whose requests vary can reach it in a later pass),
+ * and finds the event after which the device arena first held its largest
+ * amount; then replays it again on a
  * fresh instance (the sim backends are deterministic) and, after that event,
  * prints the arena: held, live (in use), the request that grew it, every
  * region (offset from the range's base, size, live blocks), every free chunk
  * and live block of at least --min-chunk bytes (default 2 MiB) with its age
  * in allocations (smaller live blocks summed per run),
  * and the free bytes that lie in whole free granules.  --at EVENT dumps
- * after that event (0-based, 's' lines not counted) instead; --limit BYTES
+ * after that event (0-based, 's' lines not counted, counting on through
+ * the passes: pass 1's first event is the trace's event count) instead;
+ * --limit BYTES
  * replays under that limit and dumps before the first allocation that
  * spills (why min_limit is where it is).  Plain text, for
  * people; nothing parses it.
  *
- * Usage: vmem-arena-peak [--backend sim|sim-vmm|cuda|vmm] [--min-chunk BYTES] [--at EVENT] [--limit BYTES] TRACE.txt.gz
+ * Usage: vmem-arena-peak [--backend sim|sim-vmm|cuda|vmm] [--min-chunk BYTES] [--at EVENT] [--limit BYTES]
+ *                        [--passes N] TRACE.txt.gz
  * Exit 0, 1 when the replays disagree (a backend that is not deterministic),
  * 2 on bad usage or an unreadable trace, 77 when the backend is unavailable.
  */
@@ -41,6 +47,8 @@ typedef struct peak {
     size_t dump_at;    /* second pass: the event to dump after (SIZE_MAX: none) */
     size_t min_chunk;
     size_t dumped_held;
+    size_t passes;     /* passes per replay (>= 1) */
+    size_t base;       /* the current pass's first event, counted through the passes */
 } peak_t;
 
 static void *op_alloc(void *ctx, size_t size) { return vmem_alloc(ctx, size); }
@@ -50,6 +58,7 @@ static void op_step(void *ctx) { vmem_step_end(ctx); }
 static void find_peak(void *octx, size_t i)
 {
     peak_t *p = octx;
+    i += p->base;
     if (p->limit) {
         if (p->v->spills && p->at == SIZE_MAX)
             p->at = i;
@@ -64,16 +73,17 @@ static void find_peak(void *octx, size_t i)
 static void dump(const peak_t *p, size_t i)
 {
     const bfc_arena_t *a = &p->v->dev;
-    const trace_event_t *e = &p->t->events[i];
+    size_t n = p->t->nevents;
+    const trace_event_t *e = &p->t->events[i % n];
     size_t g = a->granule, whole = 0, free_bytes = 0, nfree = 0;
     uintptr_t base = a->backend->range_base;
-    if (p->limit && i + 1 < p->t->nevents)
+    if (p->limit && i % n + 1 < n)
         printf("next event %zu: %s of %.1f MiB\n", i + 1,
-               p->t->events[i + 1].is_free ? "free" : "alloc",
-               (double)p->t->events[i + 1].size / MiB);
-    printf("event %zu (%s of %.1f MiB): held %.1f MiB, in use %.1f MiB (held/in use %.4f), "
+               p->t->events[i % n + 1].is_free ? "free" : "alloc",
+               (double)p->t->events[i % n + 1].size / MiB);
+    printf("event %zu (pass %zu; %s of %.1f MiB): held %.1f MiB, in use %.1f MiB (held/in use %.4f), "
            "regions %zu, granule %.0f MiB\n",
-           i, e->is_free ? "free" : "alloc", e->is_free ? 0.0 : (double)e->size / MiB,
+           i, i / n, e->is_free ? "free" : "alloc", e->is_free ? 0.0 : (double)e->size / MiB,
            (double)a->held / MiB, (double)a->in_use / MiB,
            a->in_use ? (double)a->held / (double)a->in_use : 0.0, a->nregions, (double)g / MiB);
     for (const bfc_region_t *r = a->regions; r; r = r->next) {
@@ -120,6 +130,7 @@ static void dump(const peak_t *p, size_t i)
 static void at_event(void *octx, size_t i)
 {
     peak_t *p = octx;
+    i += p->base;
     if (i == p->dump_at) {
         p->dumped_held = p->v->dev.held;
         dump(p, i);
@@ -152,10 +163,10 @@ static int replay_once(const trace_t *t, peak_t *p, replay_observe_fn fn, vmem_b
     replay_ops_t ops = {.ctx = p->v, .alloc = op_alloc, .free = op_free, .step = op_step,
                         .steps = steps, .nsteps = nsteps};
     uint64_t failed = 0;
-    replay_pass(t, &ops, ptrs, &failed, fn, p);
-    for (size_t i = 0; i < t->nslots; i++)
-        if (ptrs[i])
-            vmem_free(p->v, ptrs[i]);
+    for (size_t k = 0; k < p->passes; k++) { /* each pass frees what it left live */
+        p->base = k * t->nevents;
+        replay_pass(t, &ops, ptrs, &failed, fn, p);
+    }
     free(ptrs);
     free(steps);
     vmem_destroy(p->v);
@@ -166,21 +177,22 @@ static int replay_once(const trace_t *t, peak_t *p, replay_observe_fn fn, vmem_b
 static int usage(void)
 {
     fprintf(stderr, "usage: vmem-arena-peak [--backend sim|sim-vmm|cuda|vmm] [--min-chunk BYTES] "
-                    "TRACE.txt.gz\n");
+                    "[--at EVENT] [--limit BYTES] [--passes N] TRACE.txt.gz\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     const char *backend = "sim-vmm", *path = NULL;
-    size_t min_chunk = (size_t)2 << 20, at = SIZE_MAX, limit = 0;
+    size_t min_chunk = (size_t)2 << 20, at = SIZE_MAX, limit = 0, passes = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: vmem-arena-peak [--backend sim|sim-vmm|cuda|vmm] [--min-chunk BYTES] "
-                   "TRACE.txt.gz\n"
+                   "[--at EVENT] [--limit BYTES] [--passes N] TRACE.txt.gz\n"
                    "Prints the device arena (regions, free and live chunks of at least BYTES, default\n"
-                   "2 MiB) after the event at which an uncapped replay first holds its peak\n"
-                   "(--at: after that event instead; --limit: with that limit, before the first\n"
+                   "2 MiB) after the event at which an uncapped replay of N passes (default 2, as\n"
+                   "vmem-replay --repeat 1) first holds its peak (--at: after that event instead,\n"
+                   "counted on through the passes; --limit: with that limit, before the first\n"
                    "allocation that spills).\n");
             return 0;
         }
@@ -193,6 +205,11 @@ int main(int argc, char **argv)
                 return usage();
         } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
             if (vmem_parse_size(argv[++i], &limit) != VMEM_OK || limit == 0)
+                return usage();
+        } else if (!strcmp(argv[i], "--passes") && i + 1 < argc) {
+            char *end;
+            passes = strtoull(argv[++i], &end, 10);
+            if (*end || argv[i][0] < '1' || argv[i][0] > '9' || passes > 1000)
                 return usage();
         } else if (!strcmp(argv[i], "--min-chunk") && i + 1 < argc) {
             if (vmem_parse_size(argv[++i], &min_chunk) != VMEM_OK)
@@ -214,8 +231,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "vmem-arena-peak: %s\n", err);
         return 2;
     }
+    if (t.nevents == 0) {
+        fprintf(stderr, "vmem-arena-peak: %s: no events\n", t.name);
+        trace_free(&t);
+        return 2;
+    }
     peak_t p = {.t = &t, .dump_at = SIZE_MAX, .min_chunk = min_chunk, .limit = limit,
-                .at = limit ? SIZE_MAX : 0};
+                .at = limit ? SIZE_MAX : 0, .passes = passes};
     int rc = replay_once(&t, &p, find_peak, kind);
     if (rc == 0 && limit) {
         if (p.at == SIZE_MAX) {
@@ -228,9 +250,10 @@ int main(int argc, char **argv)
         p.dump_at = at != SIZE_MAX ? at : p.at ? p.at - 1 : 0;
         rc = replay_once(&t, &p, at_event, kind);
     } else if (rc == 0) {
-        printf("%s on %s: peak held %.1f MiB first after event %zu of %zu; peak live (trace) "
-               "%.1f MiB; held/live %.4f\n",
-               t.name, backend, (double)p.held / MiB, p.at, t.nevents, (double)t.peak_live / MiB,
+        printf("%s on %s: peak held %.1f MiB first after event %zu of %zu (pass %zu of %zu); peak "
+               "live (trace) %.1f MiB; held/live %.4f\n",
+               t.name, backend, (double)p.held / MiB, p.at, t.nevents * passes,
+               p.at / t.nevents, passes, (double)t.peak_live / MiB,
                (double)p.held / (double)t.peak_live);
         p.dump_at = at != SIZE_MAX ? at : p.at;
         rc = replay_once(&t, &p, at_event, kind);

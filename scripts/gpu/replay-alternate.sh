@@ -10,7 +10,10 @@
 # process, default 11), VAR (the variable alternated, default VMEM_LAYOUT),
 # VALUES (default "0 1"); VAR=- makes each value a comma-separated list of
 # assignments, "default" none (VALUES="VMEM_GROWTH=legacy,VMEM_TRIM=off default":
-# the policy before issue 14 against today's).  BACKENDS may also name
+# the policy before issue 14 against today's); VAR=BUILD makes each value a
+# build directory (VALUES="build-gpu .carry/build-old": this tree against
+# another build of libvmem, its bench/vmem-replay and src/libvmem.so.0 on
+# LD_LIBRARY_PATH first).  BACKENDS may also name
 # "torch" and "torch-expandable": PyTorch's caching allocator through
 # bench/torch_replay.cc (built first, bench/torch-replay-build.sh), one
 # process per run in the same rotation, with VAR unset (its rows carry the
@@ -73,6 +76,13 @@ for r in $(seq "$ROUNDS"); do
                 ;;
             esac
             for v in $VALUES; do
+                if [ "$VAR" = BUILD ]; then # v: a build directory (its bench/ and src/)
+                    line=$(env LD_LIBRARY_PATH="$v/src:${LD_LIBRARY_PATH:-}" "${pin[@]}" "$v/bench/vmem-replay" \
+                        --backend "$b" --repeat "$REPEAT" "$t") ||
+                        { echo "replay-alternate: $t $b $v: exit $?"; continue; }
+                    printf '{"round": %d, "var": "BUILD", "value": "%s", "run": %s}\n' "$r" "$v" "$line" >>"$J"
+                    continue
+                fi
                 if [ "$VAR" = - ]; then
                     IFS=, read -r -a set <<<"$([ "$v" = default ] || echo "$v")"
                 else
@@ -93,10 +103,10 @@ for line in open(sys.argv[1]):
     d = json.loads(line)
     run = d["run"]
     rows[(run["trace"], run["backend"], d["value"])].append(run)
-print("%-22s %-8s %-6s %5s %10s %12s %10s %8s" % (
+print("%-22s %-8s %-20s %5s %10s %12s %10s %8s" % (
     "trace", "backend", "value", "runs", "med(med)", "med(fastest)", "fastest", "held/live"))
 for (t, b, v), runs in sorted(rows.items()):
-    print("%-22s %-8s %-6s %5d %10.1f %12.1f %10.1f %8.3f" % (
+    print("%-22s %-8s %-20s %5d %10.1f %12.1f %10.1f %8.3f" % (
         t, b, v, len(runs), statistics.median(r["ns_per_op"] for r in runs),
         statistics.median(r["ns_per_op_min"] for r in runs),
         min(r["ns_per_op_min"] for r in runs), runs[0]["frag"]))
