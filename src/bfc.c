@@ -40,11 +40,19 @@ static int chunk_before(const bfc_chunk_t *x, const bfc_chunk_t *y)
     return x->size < y->size || (x->size == y->size && x->addr < y->addr);
 }
 
+/* The walk starts at the tail when c goes last: chunks freed in rising
+ * address order (blocks allocated in order, freed in order) are appended in
+ * O(1) instead of walking the whole bin, which cost 112 us a free with 50 000
+ * fenced 512-byte holes.  Freed in random order the walk stays O(bin). */
 static void bin_insert(bfc_arena_t *a, bfc_chunk_t *c)
 {
     unsigned b = bfc_bin_index(c->size);
     c->bin = b;
     bfc_chunk_t *prev = NULL, *next = a->bins[b];
+    if (a->bin_tails[b] && chunk_before(a->bin_tails[b], c)) {
+        prev = a->bin_tails[b];
+        next = NULL;
+    }
     while (next && chunk_before(next, c)) {
         prev = next;
         next = next->fnext;
@@ -53,6 +61,8 @@ static void bin_insert(bfc_arena_t *a, bfc_chunk_t *c)
     c->fnext = next;
     if (next)
         next->fprev = c;
+    else
+        a->bin_tails[b] = c;
     if (prev)
         prev->fnext = c;
     else
@@ -71,6 +81,8 @@ static void bin_remove(bfc_arena_t *a, bfc_chunk_t *c)
         a->bins[b] = c->fnext;
     if (c->fnext)
         c->fnext->fprev = c->fprev;
+    else
+        a->bin_tails[b] = c->fprev;
     c->fprev = c->fnext = NULL;
     if (!a->bins[b]) {
         a->bitmap[b >> 6] &= ~(1ull << (b & 63));
@@ -2140,7 +2152,12 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
             if (c->fnext && !chunk_before(c, c->fnext))
                 return fail(why, len, "bin %u: %#lx before %#lx, out of (size, address) order", b,
                             (unsigned long)c->addr, (unsigned long)c->fnext->addr);
+            if (!c->fnext && a->bin_tails[b] != c)
+                return fail(why, len, "bin %u: its tail is not its last chunk %#lx", b,
+                            (unsigned long)c->addr);
         }
+        if (!a->bins[b] && a->bin_tails[b])
+            return fail(why, len, "bin %u: empty with a tail", b);
     }
     for (unsigned w = 0; w < BFC_NWORDS; w++)
         if (((a->top >> w) & 1) != (a->bitmap[w] != 0))

@@ -132,7 +132,8 @@ typedef enum bfc_fail_reason {
  *  - host_in_use == sum of host_bytes; host_requested == sum of requested
  *    over the in-use chunks with host_bytes > 0.
  *  - bit b of bitmap is set iff bins[b] is non-empty; bit w of top is set
- *    iff bitmap[w] != 0.
+ *    iff bitmap[w] != 0.  Each bin's list is in (size, address) order and
+ *    bin_tails[b] is its last chunk (NULL iff the bin is empty).
  *  - Pause (bfc_pause): paused is 0, BFC_PAUSED_KEEP (every granule of
  *    every region host-backed) or BFC_PAUSED_DISCARD (every granule parked:
  *    held == held_host == 0, parked == sum of region sizes).  parked is 0
@@ -167,6 +168,7 @@ typedef struct bfc_arena {
     bfc_region_t *regions;      /* sorted by base */
     size_t nregions;
     bfc_chunk_t *bins[BFC_NBINS];
+    bfc_chunk_t *bin_tails[BFC_NBINS]; /* each bin's last chunk (NULL: empty) */
     uint64_t bitmap[BFC_NWORDS];
     uint64_t top;
     bfc_map_t live;
