@@ -975,12 +975,15 @@ size_t bfc_fini(bfc_arena_t *a)
  * that takes held back to where a trim started shows that trim was churn
  * (the memory was needed again): trim_floor then keeps later trims above
  * that level, so a workload that repeats itself stops trimming (no backend
- * calls in its steady state). */
+ * calls in its steady state).  Under the at_peak rule (growth.h) there is no
+ * floor: growth_trim_target keeps held at its peak so far instead. */
 static void arena_trim(bfc_arena_t *a, size_t need, size_t grow, uintptr_t keep_from)
 {
     size_t hwm = a->in_use + need > a->peak_in_use ? a->in_use + need : a->peak_in_use;
-    size_t target = growth_trim_target(&a->params.growth, a->held, grow, hwm);
-    if (a->trim_from && a->held + grow >= a->trim_from) {
+    size_t target = growth_trim_target(&a->params.growth, a->held, grow, hwm, a->peak_held);
+    if (a->params.growth.at_peak) {
+        /* no floor: the rule trims only at a new peak of held */
+    } else if (a->trim_from && a->held + grow >= a->trim_from) {
         /* held is back where a trim started: that trim was churn */
         if (a->held + grow > a->trim_floor)
             a->trim_floor = a->held + grow;

@@ -41,6 +41,18 @@ vmem_status_t growth_policy_from_env(growth_policy_t *p, int contiguous)
             return VMEM_ERR_ENV;
         }
     }
+    const char *rule = getenv("VMEM_TRIM_RULE");
+    if (rule) {
+        if (strcmp(rule, "peak") == 0) {
+            q.at_peak = 1;
+            if (!t) /* on, with its own default slack */
+                q.trim = 1, q.trim_slack = GROWTH_TRIM_PEAK_DEFAULT;
+        } else if (strcmp(rule, "floor") != 0) {
+            vmem_log(NULL, VMEM_LOG_ERROR,
+                     "invalid VMEM_TRIM_RULE=\"%s\" (expected floor or peak)", rule);
+            return VMEM_ERR_ENV;
+        }
+    }
     const char *age = getenv("VMEM_TRIM_AGE");
     if (age) {
         char *end = NULL;
@@ -75,12 +87,15 @@ size_t growth_size(const growth_policy_t *p, size_t minimum, size_t next_region,
     return size > room ? room : size;
 }
 
-size_t growth_trim_target(const growth_policy_t *p, size_t held, size_t grow, size_t hwm)
+size_t growth_trim_target(const growth_policy_t *p, size_t held, size_t grow, size_t hwm,
+                          size_t peak)
 {
     if (!p->trim)
         return SIZE_MAX;
     double allow_d = (double)hwm * (1.0 + p->trim_slack);
     size_t allow = allow_d >= (double)SIZE_MAX ? SIZE_MAX : (size_t)allow_d;
+    if (p->at_peak && allow < peak)
+        allow = peak; /* below its peak so far, the arena keeps what it holds */
     if (held <= allow && grow <= allow - held)
         return SIZE_MAX;
     return allow > grow ? allow - grow : 0;

@@ -32,12 +32,22 @@
  *    largest holes first, never the free tail the growth extends) until what
  *    it holds after the growth is at most (1 + trim_slack) times its
  *    high-water mark of bytes in use.  trim 0: never (VMEM_TRIM=off).
+ *  - at_peak 0 (VMEM_TRIM_RULE=floor, the default): a growth that takes
+ *    held back to where a trim started raises a floor that later trims keep
+ *    (bfc_arena_t.trim_floor): a repeating workload stops trimming.
+ *  - at_peak 1 (VMEM_TRIM_RULE=peak, opt-in): trims only before a growth
+ *    that would take held above its peak so far, and then down to the
+ *    larger of that peak and the allowance; no floor.  Held stays near
+ *    (1 + trim_slack) times the bytes in use on workloads that fragment,
+ *    at the price of unmapping and mapping again at those growths, also
+ *    in a steady state (docs/benchmarks.md, "Trimming at the peak").
  */
 typedef struct growth_policy {
     int tight;
     int trim;
     double trim_slack;
     uint64_t trim_age;  /* only free memory unused for this many allocations goes */
+    int at_peak;        /* 1: trim only at a new peak of held, no floor (above) */
     int share;          /* 1: uncapped, a free chunk of a dedicated region serves
                            smaller requests no other free chunk fits (bfc.h,
                            bfc_arena_t.share_dedicated); 0 (legacy): never */
@@ -45,12 +55,15 @@ typedef struct growth_policy {
 
 #define GROWTH_TRIM_DEFAULT 0.02 /* VMEM_TRIM default: 2 % over the high-water mark */
 #define GROWTH_TRIM_AGE_DEFAULT 0 /* VMEM_TRIM_AGE default, in allocations */
+#define GROWTH_TRIM_PEAK_DEFAULT 0.03 /* VMEM_TRIM default under VMEM_TRIM_RULE=peak */
 
 /* The policy in force by default, then VMEM_GROWTH (tight|legacy),
  * VMEM_TRIM (a percentage, e.g. "2" or "0.5", or off; default: 2 on
  * separate-region backends, off on contiguous ones, where trimming was
- * measured to hold more, docs/benchmarks.md) and VMEM_TRIM_AGE (allocations)
- * from the environment.  VMEM_ERR_ENV (p unchanged) for a bad value. */
+ * measured to hold more, docs/benchmarks.md), VMEM_TRIM_AGE (allocations)
+ * and VMEM_TRIM_RULE (floor|peak; peak turns trimming on, with a slack of
+ * 3 unless VMEM_TRIM says otherwise) from the environment.  VMEM_ERR_ENV
+ * (p unchanged) for a bad value. */
 vmem_status_t growth_policy_from_env(growth_policy_t *p, int contiguous);
 
 /*
@@ -73,8 +86,10 @@ size_t growth_size(const growth_policy_t *p, size_t minimum, size_t next_region,
  * for "give nothing back" (trim off, or held + grow within the allowance),
  * else the target for bfc's release (the allowance less grow, or 0).
  *   held   bytes held now;  hwm  the high-water mark of bytes in use,
- *   counting the request that is growing the arena.
+ *   counting the request that is growing the arena;  peak  the most held
+ *   so far (read by the at_peak rule only).
  */
-size_t growth_trim_target(const growth_policy_t *p, size_t held, size_t grow, size_t hwm);
+size_t growth_trim_target(const growth_policy_t *p, size_t held, size_t grow, size_t hwm,
+                          size_t peak);
 
 #endif

@@ -47,15 +47,66 @@ Test(growth, trim_target)
 {
     growth_policy_t on = {.tight = 1, .trim = 1, .trim_slack = 0.02};
     /* off: never */
-    cr_assert_eq(growth_trim_target(&tight, 500 * MiB, 100 * MiB, 100 * MiB), SIZE_MAX);
+    cr_assert_eq(growth_trim_target(&tight, 500 * MiB, 100 * MiB, 100 * MiB, 0), SIZE_MAX);
     /* within 2 % of the high-water mark: nothing */
-    cr_assert_eq(growth_trim_target(&on, 0, 100 * MiB, 100 * MiB), SIZE_MAX);
-    cr_assert_eq(growth_trim_target(&on, 2 * MiB, 100 * MiB, 100 * MiB), SIZE_MAX);
+    cr_assert_eq(growth_trim_target(&on, 0, 100 * MiB, 100 * MiB, 0), SIZE_MAX);
+    cr_assert_eq(growth_trim_target(&on, 2 * MiB, 100 * MiB, 100 * MiB, 0), SIZE_MAX);
     /* above: hold at most the allowance less the growth */
     size_t allow = (size_t)(100.0 * MiB * 1.02);
-    cr_assert_eq(growth_trim_target(&on, 64 * MiB, 100 * MiB, 100 * MiB), allow - 100 * MiB);
+    cr_assert_eq(growth_trim_target(&on, 64 * MiB, 100 * MiB, 100 * MiB, 0), allow - 100 * MiB);
     /* a growth above the allowance: give back all that is free */
-    cr_assert_eq(growth_trim_target(&on, 64 * MiB, 200 * MiB, 100 * MiB), 0);
+    cr_assert_eq(growth_trim_target(&on, 64 * MiB, 200 * MiB, 100 * MiB, 0), 0);
+}
+
+Test(growth, trim_target_at_peak)
+{
+    growth_policy_t peak = {.tight = 1, .trim = 1, .trim_slack = 0.03, .at_peak = 1};
+    size_t allow = (size_t)(100.0 * MiB * 1.03);
+    /* above the peak so far and the allowance: down to the allowance */
+    cr_assert_eq(growth_trim_target(&peak, 80 * MiB, 40 * MiB, 100 * MiB, 90 * MiB),
+                 allow - 40 * MiB);
+    /* the peak so far is above the allowance: down to the peak, no lower */
+    cr_assert_eq(growth_trim_target(&peak, 200 * MiB, 40 * MiB, 100 * MiB, 150 * MiB),
+                 110 * MiB);
+    /* within the peak so far: nothing (the floor rule would trim here) */
+    cr_assert_eq(growth_trim_target(&peak, 100 * MiB, 40 * MiB, 100 * MiB, 150 * MiB), SIZE_MAX);
+    growth_policy_t floor = peak;
+    floor.at_peak = 0;
+    cr_assert_eq(growth_trim_target(&floor, 100 * MiB, 40 * MiB, 100 * MiB, 150 * MiB),
+                 allow - 40 * MiB);
+}
+
+Test(growth, environment_trim_rule)
+{
+    growth_policy_t p;
+    unsetenv("VMEM_GROWTH");
+    unsetenv("VMEM_TRIM");
+    unsetenv("VMEM_TRIM_AGE");
+    unsetenv("VMEM_TRIM_RULE");
+    cr_assert_eq(growth_policy_from_env(&p, 1), VMEM_OK);
+    cr_assert(!p.at_peak && !p.trim);
+    /* peak turns trimming on, even on contiguous backends, with its slack */
+    setenv("VMEM_TRIM_RULE", "peak", 1);
+    cr_assert_eq(growth_policy_from_env(&p, 1), VMEM_OK);
+    cr_assert(p.at_peak && p.trim && p.trim_slack == GROWTH_TRIM_PEAK_DEFAULT);
+    setenv("VMEM_TRIM", "1", 1);
+    cr_assert_eq(growth_policy_from_env(&p, 1), VMEM_OK);
+    cr_assert(p.at_peak && p.trim && p.trim_slack == 0.01);
+    setenv("VMEM_TRIM", "off", 1);
+    cr_assert_eq(growth_policy_from_env(&p, 1), VMEM_OK);
+    cr_assert(p.at_peak && !p.trim);
+    unsetenv("VMEM_TRIM");
+    setenv("VMEM_TRIM_RULE", "floor", 1);
+    cr_assert_eq(growth_policy_from_env(&p, 0), VMEM_OK);
+    cr_assert(!p.at_peak && p.trim && p.trim_slack == GROWTH_TRIM_DEFAULT);
+    static const char *bad[] = {"", "Peak", "peak ", "at-peak"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("VMEM_TRIM_RULE", bad[i], 1);
+        growth_policy_t q = {.tight = 7};
+        cr_assert_eq(growth_policy_from_env(&q, 1), VMEM_ERR_ENV, "VMEM_TRIM_RULE=\"%s\"", bad[i]);
+        cr_assert_eq(q.tight, 7);
+    }
+    unsetenv("VMEM_TRIM_RULE");
 }
 
 Test(growth, environment)
@@ -299,6 +350,64 @@ Test(growth, trim_keeps_the_tail)
     checked_free(a, n);
     checked_free(a, k);
     close_arena();
+}
+
+/* A fragmenting workload of whole granules on a contiguous, splittable
+ * arena (sim-vmm): under the peak rule every free chunk can go back, so held
+ * never passes (1 + slack) times the most bytes ever in use.  Without
+ * trimming the same workload holds more (it does fragment), and the floor
+ * rule stops trimming once the memory is needed again. */
+static size_t fragmenting_peak_held(const growth_policy_t *g, size_t *peak_in_use, uint64_t *trims)
+{
+    bfc_arena_t *a = open_arena(1, g, 0);
+    enum { SLOTS = 48 };
+    void *slot[SLOTS] = {0};
+    unsigned seed = 12345;
+    for (int op = 0; op < 6000; op++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned r = (seed >> 8) % 1000;
+        size_t i = (seed >> 20) % SLOTS;
+        if (slot[i]) {
+            checked_free(a, slot[i]);
+            slot[i] = NULL;
+        } else if (a->in_use < 400 * MiB) {
+            /* mostly small blocks, some large: 2-16 MiB, or 40-100 MiB */
+            size_t n = r < 850 ? 2 * MiB * (1 + r % 8) : 2 * MiB * (20 + r % 31);
+            slot[i] = checked_alloc(a, n);
+        }
+        if (g->at_peak) {
+            size_t bound = (size_t)((double)a->peak_in_use * (1.0 + g->trim_slack));
+            cr_assert_leq(a->held, bound, "op %d: held %zu MiB above %zu MiB", op, a->held / MiB,
+                          bound / MiB);
+        }
+    }
+    for (size_t i = 0; i < SLOTS; i++)
+        if (slot[i])
+            checked_free(a, slot[i]);
+    size_t peak = a->peak_held;
+    *peak_in_use = a->peak_in_use;
+    *trims = a->trims;
+    close_arena();
+    return peak;
+}
+
+Test(growth, trim_at_peak_keeps_held_near_the_bytes_in_use)
+{
+    growth_policy_t peak = {.tight = 1, .trim = 1, .trim_slack = 0.03, .at_peak = 1};
+    growth_policy_t floor = {.tight = 1, .trim = 1, .trim_slack = 0.03};
+    size_t live_p, live_f, live_n;
+    uint64_t trims_p, trims_f, trims_n;
+    size_t held_p = fragmenting_peak_held(&peak, &live_p, &trims_p);
+    size_t held_f = fragmenting_peak_held(&floor, &live_f, &trims_f);
+    size_t held_n = fragmenting_peak_held(&tight, &live_n, &trims_n);
+    cr_assert_eq(live_p, live_n);
+    cr_assert_gt(trims_p, trims_f, "peak rule %llu trims, floor rule %llu",
+                 (unsigned long long)trims_p, (unsigned long long)trims_f);
+    cr_assert_eq(trims_n, 0);
+    cr_assert_gt(held_n, (size_t)((double)live_n * 1.03), "no trim: held %zu MiB, live %zu MiB",
+                 held_n / MiB, live_n / MiB);
+    cr_assert_lt(held_p, held_f, "peak rule %zu MiB, floor rule %zu MiB", held_p / MiB,
+                 held_f / MiB);
 }
 
 /* ------------------------------------------------------------------------ */
