@@ -115,6 +115,7 @@ Test(growth, environment)
     unsetenv("VMEM_GROWTH");
     unsetenv("VMEM_TRIM");
     unsetenv("VMEM_TRIM_AGE");
+    unsetenv("VMEM_TRIM_RULE");
     cr_assert_eq(growth_policy_from_env(&p, 0), VMEM_OK);
     cr_assert(p.tight && p.share && p.trim && p.trim_slack == GROWTH_TRIM_DEFAULT);
     cr_assert_eq(p.trim_age, GROWTH_TRIM_AGE_DEFAULT);
