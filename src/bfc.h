@@ -22,6 +22,7 @@
 #define BFC_SUB (1u << BFC_SUB_BITS)  /* sub-bins per power of two */
 #define BFC_NBINS 832u                /* covers sizes up to 2^63 */
 #define BFC_NWORDS ((BFC_NBINS + 63u) / 64u)
+#define BFC_TREAP_WALK 64u /* an insert that walks further gives its bin a treap (bfc_arena_t) */
 #define BFC_STREAM_HOST (~(uintptr_t)0)  /* free memory on host-backed granules, kept for spills */
 
 struct bfc_region;
@@ -34,7 +35,9 @@ struct bfc_region;
  *  - Within a region, chunks tile [region->base, region->base + region->size)
  *    exactly, linked in address order by prev/next (NULL at the region ends).
  *  - A free chunk is in exactly one bin, bin_index(size), linked by
- *    fprev/fnext; an in-use chunk is in the live map, keyed by addr.
+ *    fprev/fnext in (size, address) order and held in that bin's treap
+ *    (tl/tr, same order; prio a min-heap); an in-use chunk is in the live
+ *    map, keyed by addr.  A binned chunk's size and addr do not change.
  *  - No two neighbours are both free with the same stream key (immediate coalescing).
  *  - requested > 0 iff in use.
  *  - host_bytes is 0 for a free chunk, and for an in-use one the bytes of
@@ -49,6 +52,8 @@ typedef struct bfc_chunk {
     size_t requested;
     struct bfc_chunk *prev, *next;   /* address order within the region */
     struct bfc_chunk *fprev, *fnext; /* bin list (free) / pool list (unused) */
+    struct bfc_chunk *tl, *tr;       /* free: children in its bin's treap */
+    uint32_t prio;                   /* free: treap priority (a hash of addr) */
     struct bfc_region *region;
     uintptr_t stream;                /* free: stream that may reuse it at once (0: any) */
     uint64_t seq;                    /* in use: allocation order (1 = oldest) */
@@ -133,7 +138,11 @@ typedef enum bfc_fail_reason {
  *    over the in-use chunks with host_bytes > 0.
  *  - bit b of bitmap is set iff bins[b] is non-empty; bit w of top is set
  *    iff bitmap[w] != 0.  Each bin's list is in (size, address) order and
- *    bin_tails[b] is its last chunk (NULL iff the bin is empty).
+ *    bin_tails[b] is its last chunk (NULL iff the bin is empty).  A bin in
+ *    which an insert walked more than BFC_TREAP_WALK chunks gets a treap of
+ *    the same chunks in bin_roots[b] (in-order: the list; each chunk's prio
+ *    at most its children's), which then finds a chunk's place in O(log n);
+ *    it is dropped when the bin empties (bin_roots[b] is NULL if bins[b] is).
  *  - Pause (bfc_pause): paused is 0, BFC_PAUSED_KEEP (every granule of
  *    every region host-backed) or BFC_PAUSED_DISCARD (every granule parked:
  *    held == held_host == 0, parked == sum of region sizes).  parked is 0
@@ -169,6 +178,7 @@ typedef struct bfc_arena {
     size_t nregions;
     bfc_chunk_t *bins[BFC_NBINS];
     bfc_chunk_t *bin_tails[BFC_NBINS]; /* each bin's last chunk (NULL: empty) */
+    bfc_chunk_t *bin_roots[BFC_NBINS]; /* each long bin's treap (NULL: none) */
     uint64_t bitmap[BFC_NWORDS];
     uint64_t top;
     bfc_map_t live;
