@@ -40,7 +40,7 @@ static int chunk_before(const bfc_chunk_t *x, const bfc_chunk_t *y)
     return x->size < y->size || (x->size == y->size && x->addr < y->addr);
 }
 
-/* Each bin also keeps its chunks in a treap of the same order (bfc.h), so
+/* A long bin also keeps its chunks in a treap of the same order (bfc.h), so
  * that a free finds its place in O(log n) expected: with the list alone, a
  * free walked the bin (17 us a free with 10 000 fenced 512-byte holes freed
  * in random order).  Priorities are a hash of the address. */
@@ -72,6 +72,14 @@ static bfc_chunk_t *treap_insert(bfc_chunk_t *t, bfc_chunk_t *c)
         }
     }
     return t;
+}
+
+/* Adds c (not in a treap) to treap t; returns the new root. */
+static bfc_chunk_t *treap_add(bfc_chunk_t *t, bfc_chunk_t *c)
+{
+    c->tl = c->tr = NULL;
+    c->prio = chunk_prio(c->addr);
+    return treap_insert(t, c);
 }
 
 /* Joins two treaps, every chunk of x before every chunk of y. */
@@ -136,11 +144,8 @@ static bfc_chunk_t *treap_first_fit(bfc_chunk_t *t, size_t size)
 static void treap_build(bfc_arena_t *a, unsigned b)
 {
     bfc_chunk_t *root = NULL;
-    for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext) {
-        c->tl = c->tr = NULL;
-        c->prio = chunk_prio(c->addr);
-        root = treap_insert(root, c);
-    }
+    for (bfc_chunk_t *c = a->bins[b]; c; c = c->fnext)
+        root = treap_add(root, c);
     a->bin_roots[b] = root;
 }
 
@@ -170,9 +175,7 @@ static __attribute__((noinline)) void bin_insert_treap(bfc_arena_t *a, unsigned 
     bfc_chunk_t *prev = chunk_before(a->bin_tails[b], c) ? a->bin_tails[b]
                                                         : treap_before(a->bin_roots[b], c);
     bin_link(a, b, c, prev, prev ? prev->fnext : a->bins[b]);
-    c->tl = c->tr = NULL;
-    c->prio = chunk_prio(c->addr);
-    a->bin_roots[b] = treap_insert(a->bin_roots[b], c);
+    a->bin_roots[b] = treap_add(a->bin_roots[b], c);
 }
 
 static __attribute__((noinline)) void treap_leave(bfc_arena_t *a, unsigned b, bfc_chunk_t *c)
@@ -1125,9 +1128,7 @@ static void arena_trim(bfc_arena_t *a, size_t need, size_t grow, uintptr_t keep_
 {
     size_t hwm = a->in_use + need > a->peak_in_use ? a->in_use + need : a->peak_in_use;
     size_t target = growth_trim_target(&a->params.growth, a->held, grow, hwm, a->peak_held);
-    if (a->params.growth.at_peak) {
-        /* no floor: the rule trims only at a new peak of held */
-    } else if (a->trim_from && a->held + grow >= a->trim_from) {
+    if (!a->params.growth.at_peak && a->trim_from && a->held + grow >= a->trim_from) {
         /* held is back where a trim started: that trim was churn */
         if (a->held + grow > a->trim_floor)
             a->trim_floor = a->held + grow;
@@ -2321,11 +2322,11 @@ vmem_status_t bfc_check(const bfc_arena_t *a, char *why, size_t len)
         }
         if (!a->bins[b] && a->bin_tails[b])
             return fail(why, len, "bin %u: empty with a tail", b);
+        if (!a->bins[b] && a->bin_roots[b])
+            return fail(why, len, "bin %u: empty with a treap", b);
         const bfc_chunk_t *cur = a->bins[b];
         if (a->bin_roots[b] && (treap_walk(a->bin_roots[b], &cur, 0) != 0 || cur))
             return fail(why, len, "bin %u: its treap disagrees with its list", b);
-        if (!a->bins[b] && a->bin_roots[b])
-            return fail(why, len, "bin %u: empty with a treap", b);
     }
     for (unsigned w = 0; w < BFC_NWORDS; w++)
         if (((a->top >> w) & 1) != (a->bitmap[w] != 0))

@@ -35,9 +35,10 @@ struct bfc_region;
  *  - Within a region, chunks tile [region->base, region->base + region->size)
  *    exactly, linked in address order by prev/next (NULL at the region ends).
  *  - A free chunk is in exactly one bin, bin_index(size), linked by
- *    fprev/fnext in (size, address) order and held in that bin's treap
- *    (tl/tr, same order; prio a min-heap); an in-use chunk is in the live
- *    map, keyed by addr.  A binned chunk's size and addr do not change.
+ *    fprev/fnext in (size, address) order, and also in that bin's treap if
+ *    it has one (tl/tr, same order; prio a min-heap; see bfc_arena_t); an
+ *    in-use chunk is in the live map, keyed by addr.  A binned chunk's size
+ *    and addr do not change.
  *  - No two neighbours are both free with the same stream key (immediate coalescing).
  *  - requested > 0 iff in use.
  *  - host_bytes is 0 for a free chunk, and for an in-use one the bytes of
