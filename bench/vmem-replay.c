@@ -59,7 +59,7 @@ typedef struct result {
     uint64_t spilled_bytes;  /* first pass: placed on host + moved there */
     uint64_t *spilled_steps; /* the same per step (nsteps + 1 entries) */
     uint64_t placed_bytes, moved_bytes, fallback_bytes;
-    uint64_t planned_steps, diverged_steps;
+    uint64_t planned_steps, diverged_steps, naive_chosen_steps;
 } result_t;
 
 static const char *prog = "vmem-replay";
@@ -357,6 +357,7 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
     r->fallback_bytes = s1.fallback_bytes;
     r->planned_steps = s1.planned_steps;
     r->diverged_steps = s1.diverged_steps;
+    r->naive_chosen_steps = s1.naive_chosen_steps;
     ops.step = op_step;
     counting = NULL;
     if (tl.f && fclose(tl.f) != 0) {
@@ -463,10 +464,11 @@ static void print_json(const options_t *o, const trace_t *t, const result_t *r)
     for (size_t k = 0; k <= r->nsteps; k++)
         fprintf(f, "%s%llu", k ? ", " : "", (unsigned long long)r->spilled_steps[k]);
     fprintf(f, "], \"placed_host_bytes\": %llu, \"moved_to_host_bytes\": %llu, "
-               "\"fallback_bytes\": %llu, \"planned_steps\": %llu, \"diverged_steps\": %llu",
+               "\"fallback_bytes\": %llu, \"planned_steps\": %llu, \"diverged_steps\": %llu, "
+               "\"naive_chosen_steps\": %llu",
             (unsigned long long)r->placed_bytes, (unsigned long long)r->moved_bytes,
             (unsigned long long)r->fallback_bytes, (unsigned long long)r->planned_steps,
-            (unsigned long long)r->diverged_steps);
+            (unsigned long long)r->diverged_steps, (unsigned long long)r->naive_chosen_steps);
     fprintf(f, ", \"limit\": %zu, \"allocs\": %zu, \"frees\": %zu, \"never_freed\": %zu, "
                "\"device_regions\": %zu, \"warm_region_allocs\": %llu",
             o->limit, t->nallocs, t->nfrees, t->live_at_end, r->regions,

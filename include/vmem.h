@@ -291,9 +291,10 @@ VMEM_API vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t
 /* Statistics                                                               */
 /* ------------------------------------------------------------------------ */
 
-#define VMEM_STATS_VERSION 4 /* 2: placement .. device_trimmed appended;
+#define VMEM_STATS_VERSION 5 /* 2: placement .. device_trimmed appended;
                                 3: swap_out_bytes .. swap_skipped appended;
-                                4: cur_step_device_max, cur_step_host_max */
+                                4: cur_step_device_max, cur_step_host_max;
+                                5: naive_chosen_steps */
 
 typedef struct vmem_stats {
     uint32_t size;              /* set by the caller: sizeof(vmem_stats_t) */
@@ -379,6 +380,10 @@ typedef struct vmem_stats {
      * are the last completed step's). */
     size_t cur_step_device_max;
     size_t cur_step_host_max;
+    /* Steps the planner left to naive placement because, modelled on the
+     * last step, naive put no more bytes on host than its plan (fixed
+     * farthest-first rule only; docs/placement.md). */
+    uint64_t naive_chosen_steps;
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

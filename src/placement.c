@@ -410,6 +410,61 @@ uint64_t place_solve(const place_problem_t *p, uint8_t *host)
     return bytes;
 }
 
+/* One sweep of naive placement over the cycle from position 0: an item goes
+ * to host when it arrives and does not fit under cap; prev[i] says where the
+ * copy of the step before (live at the cycle's start when end[i] > len) lay.
+ * Returns the bytes put on host, h[i] the choices. */
+static uint64_t naive_sweep(const place_problem_t *p, uint64_t cap, const uint8_t *prev,
+                            uint8_t *h, int64_t *rel)
+{
+    uint64_t len = p->len, bytes = 0;
+    int64_t dev = (int64_t)p->base;
+    memset(rel, 0, (size_t)(len + 1) * sizeof *rel);
+    for (size_t i = 0; i < p->n; i++) {
+        uint64_t e = p->at[i] + item_life(p, i); /* as load_curve: one copy at a time */
+        if (e <= len || prev[i])
+            continue;
+        dev += (int64_t)p->size[i]; /* the previous step's copy, freed at e - len */
+        rel[e - len] += (int64_t)p->size[i];
+    }
+    size_t k = 0;
+    for (uint64_t x = 0; x < len; x++) {
+        dev -= rel[x];
+        for (; k < p->n && p->at[k] == x; k++) {
+            if (dev + (int64_t)p->size[k] > (int64_t)cap) {
+                h[k] = 1;
+                bytes += p->size[k];
+                continue;
+            }
+            h[k] = 0;
+            dev += (int64_t)p->size[k];
+            if (p->end[k] < len)
+                rel[p->end[k]] += (int64_t)p->size[k];
+        }
+    }
+    return bytes;
+}
+
+uint64_t place_naive(const place_problem_t *p, uint64_t cap)
+{
+    if (p->n == 0 || p->len == 0)
+        return 0;
+    uint8_t *prev = calloc(p->n, 1), *h = calloc(p->n, 1);
+    int64_t *rel = malloc(((size_t)p->len + 1) * sizeof *rel);
+    uint64_t bytes = UINT64_MAX;
+    if (prev && h && rel) {
+        /* The first sweep assumes the previous step's copies on the device;
+         * the second takes them where the first put this step's. */
+        naive_sweep(p, cap, prev, h, rel);
+        memcpy(prev, h, p->n);
+        bytes = naive_sweep(p, cap, prev, h, rel);
+    }
+    free(prev);
+    free(h);
+    free(rel);
+    return bytes;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Records                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -663,12 +718,28 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
     if (swap && (!out_at || !in_at))
         p.rule = PLACE_RULE_FARTHEST; /* no memory for swaps: whole blocks */
     uint64_t bytes = place_solve(&p, pl->plan);
-    int ok = bytes != UINT64_MAX && plan_moves(pl, &p, pl->plan) == 0;
+    /* Farthest first is the rule of fewest bytes: where naive placement
+     * would put no more on host than the plan (blocks whose sizes the plan
+     * cannot match to the excess, or a margin raised by fallbacks), the
+     * step is left to naive placement, which also follows what the step
+     * really does.  Not while the rules are timed (place_set_auto): there
+     * the measured step time chooses, and naive is not among the rules. */
+    int naive_wins = 0;
+    if (bytes != UINT64_MAX && p.rule == PLACE_RULE_FARTHEST && !pl->auto_rule && bytes > 0) {
+        uint64_t naive = place_naive(&p, env->limit);
+        naive_wins = naive != UINT64_MAX && naive <= bytes;
+    }
+    int ok = !naive_wins && bytes != UINT64_MAX && plan_moves(pl, &p, pl->plan) == 0;
     free(size);
     free(end);
     free(at);
     free(out_at);
     free(in_at);
+    if (naive_wins) {
+        pl->stats.naive_chosen++;
+        pl->naive_chosen = 1;
+        return 1;
+    }
     uint32_t *nc = ok ? grow_to(pl->cur_of, &pl->cur_of_cap, n, sizeof *nc) : NULL;
     ok = nc != NULL;
     if (nc)
@@ -862,8 +933,10 @@ unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const pl
         /* Planned from the latest candidate, again if it changes. */
         if (!pl->plan_n || at - (m ? pl->mk : pl->mk - 1) != pl->offset) {
             pl->offset = at - (m ? pl->mk : pl->mk - 1);
-            if (plan_make(pl, pl->offset, env) != 0) {
-                pl->state = PLACE_ST_DIVERGED;
+            int made = plan_make(pl, pl->offset, env);
+            if (made != 0) {
+                /* 1: naive is no worse for this step; it only records. */
+                pl->state = made > 0 ? PLACE_ST_LEARN : PLACE_ST_DIVERGED;
                 return PLACE_NONE;
             }
         }
@@ -1001,7 +1074,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
         pl->stats.planned_steps++;
     else if (pl->state == PLACE_ST_RESYNC || pl->state == PLACE_ST_DIVERGED)
         pl->stats.diverged_steps++;
-    if (full) {
+    if (full || pl->naive_chosen) {
         if (pl->step_fallback) {
             uint64_t most = env->limit / 4;
             pl->extra = pl->extra + pl->step_fallback < most ? pl->extra + pl->step_fallback : most;
@@ -1024,6 +1097,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
     pl->step_placed = 0;
     pl->step_naive = 0;
     pl->step_swapped = 0;
+    pl->naive_chosen = 0;
 
     /* The step just closed is the next plan's source. */
     pl->cur = !pl->cur;

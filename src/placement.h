@@ -142,6 +142,13 @@ static inline uint64_t place_swap_relief(uint64_t size, uint64_t unit)
  * swapped), or UINT64_MAX if out of memory (host untouched). */
 uint64_t place_solve(const place_problem_t *p, uint8_t *host);
 
+/* Bytes that naive placement (device first, host for an allocation that
+ * does not fit under cap when it comes) puts on host in one repetition of
+ * the cycle from position 0, in the steady state (the copies that wrap in
+ * from the step before lie where this step puts them); items must be in
+ * allocation order (at increasing).  UINT64_MAX if out of memory. */
+uint64_t place_naive(const place_problem_t *p, uint64_t cap);
+
 /* Device bytes at the worst position for a given choice (for the tests;
  * swapped items as described above, with p->out_at and p->in_at). */
 uint64_t place_peak(const place_problem_t *p, const uint8_t *host);
@@ -150,6 +157,8 @@ uint64_t place_peak(const place_problem_t *p, const uint8_t *host);
 typedef struct place_stats {
     uint64_t planned_steps;      /* steps that ran on a plan to their end */
     uint64_t diverged_steps;     /* steps that left their plan (naive from there) */
+    uint64_t naive_chosen;       /* steps left naive: it would put no more on host
+                                    (vmem_stats_t.naive_chosen_steps) */
     uint64_t plans;              /* plans computed */
     uint64_t planned_host_allocs, planned_host_bytes; /* placed on host by a plan */
     uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */
@@ -166,7 +175,8 @@ typedef struct place_stats {
 } place_stats_t;
 
 /* The planner's state in the step being recorded: learning only (the last
- * step fitted, or nothing to plan from), matching the last step's start,
+ * step fitted, nothing to plan from, or naive placement would put no more on
+ * host than the plan), matching the last step's start,
  * following its plan, looking for the sequence again after a difference,
  * or given up until the step ends. */
 enum { PLACE_ST_LEARN = 0, PLACE_ST_MATCH, PLACE_ST_PLAN, PLACE_ST_RESYNC, PLACE_ST_DIVERGED };
@@ -217,6 +227,7 @@ struct place {
     uint64_t step_placed;     /* this step: placed on host by the plan */
     uint64_t step_naive;      /* this step: spilled without a plan */
     uint64_t step_swapped;    /* this step: moved to host by swap windows */
+    int naive_chosen;         /* this step was left naive (plan_make's guard) */
     /* Called at each step end before the record closes (diagnostics). */
     void (*debug)(void *ctx, const struct place *pl);
     void *debug_ctx;

@@ -90,6 +90,7 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.swap_skipped = v->place.stats.swap_skipped;
     s.cur_step_device_max = v->step_dev_max;
     s.cur_step_host_max = v->step_host_max;
+    s.naive_chosen_steps = v->place.stats.naive_chosen;
     s.placed_host_allocs = v->place.stats.planned_host_allocs;
     s.placed_host_bytes = v->place.stats.planned_host_bytes;
     s.fallback_allocs = v->place.stats.fallback_allocs;
@@ -229,6 +230,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"movedToDeviceBytes\":%llu,\"plannedSteps\":%llu,\"divergedSteps\":%llu",
             (unsigned long long)s.moved_to_device_bytes, (unsigned long long)s.planned_steps,
             (unsigned long long)s.diverged_steps);
+    jprintf(&j, ",\"naiveChosenSteps\":%llu", (unsigned long long)s.naive_chosen_steps);
     jprintf(&j, ",\"planHostBytes\":%llu,\"hostFreedBytes\":%llu,\"hostLifeEvents\":%.1f",
             (unsigned long long)s.plan_host_bytes, (unsigned long long)s.host_freed_bytes,
             s.host_life_events);

@@ -369,6 +369,7 @@ static const struct row {
     {"placement", "moved to device", "movedToDeviceBytes", ROW_SIZE},
     {"placement", "planned steps", "plannedSteps", ROW_COUNT},
     {"placement", "diverged steps", "divergedSteps", ROW_COUNT},
+    {"placement", "steps left naive", "naiveChosenSteps", ROW_COUNT},
     {"placement", "plan's host bytes", "planHostBytes", ROW_SIZE},
     {"placement", "host blocks freed", "hostFreedBytes", ROW_SIZE},
     {"placement", "their life (events)", "hostLifeEvents", ROW_RATIO},
