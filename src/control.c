@@ -361,8 +361,6 @@ static void state_bad(struct control *c, enum file_state st, uint64_t h, const c
     c->state = st;
     c->bad_hash = h;
     c->good_hash = 0;
-    if (fresh)
-        c->errors++;
     int have_good = c->file_gen > 0;
     pthread_mutex_unlock(&c->lock);
     if (!fresh)
@@ -374,6 +372,11 @@ static void state_bad(struct control *c, enum file_state st, uint64_t h, const c
     va_end(ap);
     vmem_log(c->v, VMEM_LOG_ERROR, "control file %s: %s; %s", c->path, msg,
              have_good ? "keeping the last good setting" : "nothing applied from it yet");
+    /* Counted once the line is out: whoever reads the count (vmemctl, the
+     * stats JSON, a test) can rely on the line having been logged. */
+    pthread_mutex_lock(&c->lock);
+    c->errors++;
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* Reads at most MAX_FILE bytes of fd into a NUL-terminated buffer. */
