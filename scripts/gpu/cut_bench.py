@@ -21,7 +21,9 @@ device, cudaMemcpyAsync), which give the floors:
   overlap floor   = max(full step, (peak in use - limit) / copy bandwidth)
 The full step is the median of the second half of the F full steps (at least
 from the third on); after each raise the table gives every step and the median
-from the second step on against it.  Environment: CUT_JOBS, CUT_MODES (a mode
+from the second step on against it, and (with the uncut process) against the
+uncut steps of the same numbers, with the share of the uncut process's steps
+more than 5% above its median (the machine's own spread).  Environment: CUT_JOBS, CUT_MODES (a mode
 RULE+offload, e.g. planned+offload, also installs libvmem_offload's saved
 tensor hooks; plain modes run without), CUT_FULL (F, 5), CUT_STEPS (C, 13: the
 transition, three trial steps for each of three rules, then three under the
@@ -407,6 +409,18 @@ def summarise(results):
                 row["raised_median_from_second_vs_full"] = (
                     statistics.median(s["ms"] for s in rs[1:]) / full)
                 row["host_in_use_after_raise"] = rs[-1]["host_in_use"]
+            if ref and len(rs) > 1:
+                # the same step numbers in the uncut process (same seed and
+                # data): a reference taken at the same point of training, and
+                # that process's own spread, the noise the 5% target sits in
+                at = {s["i"]: s["ms"] for s in ref["steps"]}
+                pairs = [s["ms"] / at[s["i"]] for s in rs[1:] if s["i"] in at]
+                if pairs:
+                    row["raised_median_from_second_vs_uncut"] = statistics.median(pairs)
+                later = [s["ms"] for s in ref["steps"] if s["phase"] != "full"]
+                if later:
+                    m = statistics.median(later)
+                    row["uncut_share_over_5pct"] = sum(x > 1.05 * m for x in later) / len(later)
             if ref:
                 mine = [s["loss"] for s in st]
                 theirs = [s["loss"] for s in ref["steps"]][:len(mine)]
@@ -490,12 +504,17 @@ def main():
                     r["link_floor_ms"], t,
                     "below the phase floor" if t < r["phase_floor_ms"] else "reachable"))
     log("\nafter each raise: every step's ms, and the median from the second step on over the "
-        "full step:")
+        "full step; with an uncut process, the median over the uncut steps of the same numbers, "
+        "and the share of that process's steps after its full ones above 1.05x their median:")
     for r in rows:
         if "raised_steps_ms" in r:
-            log("%-9s %-8s %-6s %s  median from the second: %.3f" % (
+            paired = ""
+            if "raised_median_from_second_vs_uncut" in r:
+                paired = "  vs uncut: %.3f  uncut steps > 1.05x: %.0f%%" % (
+                    r["raised_median_from_second_vs_uncut"], 100 * r["uncut_share_over_5pct"])
+            log("%-9s %-8s %-6s %s  median from the second: %.3f%s" % (
                 r["job"], r["mode"], r["cut"], r["raised_steps_ms"],
-                r["raised_median_from_second_vs_full"]))
+                r["raised_median_from_second_vs_full"], paired))
     log("\nhost bytes per step (of them swapped out and back) and the lifetime of the blocks on host "
         "(bytes-weighted, last three steps of each cut):")
     for r in rows:
