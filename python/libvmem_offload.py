@@ -268,7 +268,7 @@ class _Record:
     dies."""
     __slots__ = ("index", "cand", "host", "slot", "out_done", "dev", "in_done", "fetched",
                  "reclaimed", "shape", "stride", "dtype", "device", "nbytes", "packs", "unpacks",
-                 "__weakref__")
+                 "ref", "__weakref__")
 
     def __init__(self, index, cand, slot, out_done, t, nbytes):
         self.index = index
@@ -287,6 +287,7 @@ class _Record:
         self.nbytes = nbytes
         self.packs = 1  # saved this many times (dedupe): the device copy stays until the last unpack
         self.unpacks = 0
+        self.ref = None  # gpu_pace: the step's reference event (Offload.judge)
 
 
 class Offload:
@@ -336,6 +337,14 @@ class Offload:
         # queries on the CPU) grow, and BERT at 50% ran 655-702 ms per step
         # against 376-432 (docs/placement.md, "Pacing on the device")
         self.gpu_pace = False
+        # gpu_pace: skips judged on the GPU's timeline.  Each offloaded
+        # record's first consumer records a timing event on the compute
+        # stream; (candidate, bytes, reference, copy out's event, consumer's
+        # event) wait here until both events are done (a step end or two
+        # later), and a copy out that ended after its consumer came makes
+        # the candidate a skip.  A query on the CPU says nothing of the GPU
+        # when the CPU runs ahead of it.
+        self.judge = []
         # pacing by room (_room), a study knob: at every hook call of a cut
         # step, copies out stay in flight while the device bytes in use plus
         # what the program allocated before the next hook call in the last
@@ -357,6 +366,7 @@ class Offload:
     # -- step state ------------------------------------------------------
 
     def _reset_step(self):
+        self.t_ref = None       # gpu_pace: timing event on the compute stream at the step's first offload
         self.records = []       # offloaded this step, in pack order
         self.pending = []       # (record, device tensor) whose copy out may run
         self.pending_bytes = 0
@@ -458,13 +468,28 @@ class Offload:
             if not self.budget.bytes and not self.step_offloaded:
                 self.pool.clear()
                 self.next_skip = {}  # the cut is over: learn afresh at the next one
+                self.judge = []
             if self._skip_limit is not None and limit != self._skip_limit:
                 self.next_skip = {}  # another limit: other timings, learn afresh
+                self.judge = []
             self._skip_limit = limit
+            self._judge()
             self.skip = self.next_skip
             self.ex_last = self.ex
             self._reset_step()
             self._mark = (tot["pack_seconds"], tot["unpack_seconds"], tot["wait_seconds"])
+
+    def _judge(self):
+        """gpu_pace: the judgements whose events are done decide their
+        skips (into next_skip); the others wait for a later step end.
+        Forgotten with the skips (another limit, or the cut over)."""
+        keep = []
+        for cand, n, ref, out, u in self.judge:
+            if not (out.query() and u.query()):
+                keep.append((cand, n, ref, out, u))
+            elif ref.elapsed_time(out) > ref.elapsed_time(u):
+                self.next_skip[cand] = n
+        self.judge = keep[-4096:]  # bounded if events never complete (a hung device)
 
     # -- streams ---------------------------------------------------------
 
@@ -570,13 +595,19 @@ class Offload:
             out, _ = self._streams(t.device)
             compute = torch.cuda.current_stream(t.device)
             slot = self.pool.get(n, out)
+            timed = self.gpu_pace and self.learn_skip
+            if timed and self.t_ref is None:
+                self.t_ref = torch.cuda.Event(enable_timing=True)
+                self.t_ref.record(compute)
             out.wait_stream(compute)
             with torch.cuda.stream(out):
                 host = slot[0].view(t.dtype).view(t.shape)
                 host.copy_(t, non_blocking=True)
-                done = torch.cuda.Event()
+                done = torch.cuda.Event(enable_timing=True) if timed else torch.cuda.Event()
                 done.record(out)
             r = _Record(len(self.records), cand, slot, done, t, n)
+            if timed:
+                r.ref = self.t_ref
             weakref.finalize(r, self.pool.put, slot)
             self.records.append(r)
             self.seen[key] = (weakref.ref(t), r)
@@ -770,6 +801,12 @@ class Offload:
             return p
         with self.lock:
             r = p
+            if r.ref is not None and r.unpacks == 0 and self.learn_skip:
+                # the consumer's place on the compute stream, before any
+                # copy back it may wait for (judged at a later step end)
+                u = torch.cuda.Event(enable_timing=True)
+                u.record(torch.cuda.current_stream(r.device))
+                self.judge.append((r.cand, r.nbytes, r.ref, r.out_done, u))
             i = self._pending_at(r) if r.dev is None else -1
             if i >= 0:
                 self._reclaim(r, i, ahead=False)
@@ -785,7 +822,8 @@ class Offload:
                 torch.cuda.current_stream(r.device).wait_event(r.in_done)
             # its consumer is here and its copy out is not even done: its
             # memory never went back, so the next steps leave it on the device
-            if r.reclaimed and r.unpacks == 0 and self.learn_skip and not r.out_done.query():
+            if (r.ref is None and r.reclaimed and r.unpacks == 0 and self.learn_skip and
+                    not r.out_done.query()):
                 self.next_skip[r.cand] = r.nbytes
             dev = self._hand_out(r)
             if ex is not None:

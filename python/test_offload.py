@@ -154,11 +154,23 @@ class FakeTorch:
                 ft.waits.append((self, ev))
 
         class Event:
+            # a timeline: each record takes the next tick; on a copy stream
+            # the event lands copy_lag ticks later (the copy's own time)
+            def __init__(self, enable_timing=False):
+                self.timing = enable_timing
+                self.t = None
+
             def record(self, stream=None):
-                pass
+                ft.clock += 1
+                lag = ft.copy_lag if stream is not None and stream is not ft.default else 0
+                self.t = ft.clock + lag
 
             def query(self):
                 return ft.copies_done
+
+            def elapsed_time(self, end):
+                assert self.timing and end.timing, "timing events only"
+                return end.t - self.t
 
             def synchronize(self):
                 ft.syncs += 1
@@ -190,6 +202,8 @@ class FakeTorch:
         self.capturing = False
         self.current_device = 0
         self.copies_done = True  # what Event.query says (copies are made at once all the same)
+        self.clock = 0
+        self.copy_lag = 0
         self.pinned = 0
 
     def empty(self, n, dtype=None, pin_memory=False):
@@ -591,6 +605,37 @@ class HooksTest(unittest.TestCase):
             torch.copies_done = True
             for k in (3, 2, 1, 0):
                 self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
+
+    def test_paced_on_the_device_skips_are_judged_on_the_gpu_timeline(self):
+        # gpu_pace: the CPU's query says the copies are in flight (it runs
+        # ahead), but on the GPU's timeline they ended before their
+        # consumers: nothing is skipped.  Then copies that end after their
+        # consumers (a long lag): skipped, once a step end finds the events
+        # done.
+        for lag, skipped in ((0, {}), (10 ** 6, {0: 4 * MiB, 1: 4 * MiB})):
+            torch, o, state = make(GiB)
+            o.gpu_pace = True
+            o.budget.window_out = 8 * MiB
+            torch.copy_lag = lag
+            torch.copies_done = False
+            ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(2)]
+            packed = [o.pack(t) for t in ts]
+            for p in reversed(packed):
+                o.unpack(p)
+            self.assertEqual(o.next_skip, {})  # not judged by the CPU's query
+            self.assertEqual(len(o.judge), 2)
+            del ts, packed, p
+            o.budget.bytes = GiB
+            o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
+            # the events were not done at that step end: judged at a later one
+            self.assertEqual(len(o.judge), 2)
+            self.assertEqual(o.skip, {})
+            torch.copies_done = True
+            o.budget.bytes = GiB
+            o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
+            self.assertEqual(o.judge, [])
+            self.assertEqual(o.skip, skipped, "lag %d" % lag)
+            gc.collect()
 
     def test_a_held_tensor_is_taken_back_ahead_only_with_room_and_within_the_window(self):
         torch, o, state = make(GiB, used=10 * GiB - MiB, limit=10 * GiB)

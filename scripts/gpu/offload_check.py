@@ -11,6 +11,9 @@ gradients bitwise, with nothing offloaded during the capture.
 
     bash scripts/gpu/offload-check.sh      (through scripts/gpu-run.sh device)
 
+CUT_OFFLOAD_GPU_PACE=1 (or 0) sets the offload's pacing on the device, as in
+cut_bench.py.
+
 The model saves one tensor twice per block (x * x: the dedupe path) and
 repeats same-shaped blocks (a later tensor at a freed tensor's address must
 not be taken for it).  Exit status 0 iff every check passed.
@@ -33,6 +36,10 @@ def worker(result):
     L = fp.load_libvmem()
     import torch
     L.install_torch()
+    gpace = os.environ.get("CUT_OFFLOAD_GPU_PACE")  # as cut_bench.py: pacing on the device
+    if gpace and L.offload_stats().get("installed"):
+        import libvmem_offload
+        libvmem_offload._off.gpu_pace = gpace != "0"
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     nn = torch.nn
