@@ -542,6 +542,7 @@ class HooksTest(unittest.TestCase):
 
     def test_a_tensor_unpacked_before_its_copy_out_is_done_comes_back_without_a_copy(self):
         torch, o, state = make(GiB)
+        o.gpu_pace = False  # the CPU waits, and judges the skip by its query
         o.budget.window_out = 8 * MiB
         torch.copies_done = False  # the GPU is behind: the copies out are in flight
         ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
@@ -614,7 +615,7 @@ class HooksTest(unittest.TestCase):
         # done.
         for lag, skipped in ((0, {}), (10 ** 6, {0: 4 * MiB, 1: 4 * MiB})):
             torch, o, state = make(GiB)
-            o.gpu_pace = True
+            self.assertTrue(o.gpu_pace)  # the default
             o.budget.window_out = 8 * MiB
             torch.copy_lag = lag
             torch.copies_done = False
@@ -635,6 +636,16 @@ class HooksTest(unittest.TestCase):
             o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
             self.assertEqual(o.judge, [])
             self.assertEqual(o.skip, skipped, "lag %d" % lag)
+            # judgements still waiting when the limit changes are forgotten
+            torch.copies_done = False
+            ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
+            packed = [o.pack(t) for t in ts]
+            for p in reversed(packed):
+                o.unpack(p)
+            self.assertTrue(o.judge)
+            del ts, packed, p
+            o.step_end(lambda dev: (32 * GiB, 30 * GiB, GiB))
+            self.assertEqual((o.judge, o.skip), ([], {}))
             gc.collect()
 
     def test_a_held_tensor_is_taken_back_ahead_only_with_room_and_within_the_window(self):
@@ -661,6 +672,7 @@ class HooksTest(unittest.TestCase):
 
     def test_skips_are_forgotten_when_the_limit_changes(self):
         torch, o, state = make(GiB)
+        o.gpu_pace = False  # skips judged by the CPU's query (at once)
         o.budget.window_out = 4 * MiB
         for limit in (state["limit"], state["limit"], 32 * GiB):
             torch.copies_done = False
@@ -728,8 +740,10 @@ class HooksTest(unittest.TestCase):
         torch.copies_done = True
         for k in range(3, -1, -1):
             self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
-        # without the watermark (an older libvmem), the window paces
+        # without the watermark (an older libvmem), the window paces (the
+        # CPU waiting: pacing on the device would make the stream wait)
         torch2, o2, _ = make(GiB, used=GiB, limit=limit)
+        o2.gpu_pace = False
         o2.pace_room = True
         o2.budget.window_out = 4 * MiB
         torch2.copies_done = False
