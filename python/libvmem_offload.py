@@ -370,7 +370,7 @@ class Offload:
     # -- step state ------------------------------------------------------
 
     def _reset_step(self):
-        self.t_ref = None       # gpu_pace: timing event on the compute stream at the step's first offload
+        self.t_ref = {}         # gpu_pace: per device, a timing event on its compute stream at the step's first offload
         self.records = []       # offloaded this step, in pack order
         self.pending = []       # (record, device tensor) whose copy out may run
         self.pending_bytes = 0
@@ -491,8 +491,13 @@ class Offload:
         for cand, n, ref, out, u in self.judge:
             if not (out.query() and u.query()):
                 keep.append((cand, n, ref, out, u))
-            elif ref.elapsed_time(out) > ref.elapsed_time(u):
-                self.next_skip[cand] = n
+            else:
+                try:
+                    late = ref.elapsed_time(out) > ref.elapsed_time(u)
+                except RuntimeError:  # not comparable (never expected): no judgement
+                    late = False
+                if late:
+                    self.next_skip[cand] = n
         self.judge = keep[-4096:]  # bounded if events never complete (a hung device)
 
     # -- streams ---------------------------------------------------------
@@ -600,9 +605,12 @@ class Offload:
             compute = torch.cuda.current_stream(t.device)
             slot = self.pool.get(n, out)
             timed = self.gpu_pace and self.learn_skip
-            if timed and self.t_ref is None:
-                self.t_ref = torch.cuda.Event(enable_timing=True)
-                self.t_ref.record(compute)
+            ref = None
+            if timed:  # events are compared on one device only: a reference per device
+                ref = self.t_ref.get(t.device.index)
+                if ref is None:
+                    ref = self.t_ref[t.device.index] = torch.cuda.Event(enable_timing=True)
+                    ref.record(compute)
             out.wait_stream(compute)
             with torch.cuda.stream(out):
                 host = slot[0].view(t.dtype).view(t.shape)
@@ -610,8 +618,7 @@ class Offload:
                 done = torch.cuda.Event(enable_timing=True) if timed else torch.cuda.Event()
                 done.record(out)
             r = _Record(len(self.records), cand, slot, done, t, n)
-            if timed:
-                r.ref = self.t_ref
+            r.ref = ref
             weakref.finalize(r, self.pool.put, slot)
             self.records.append(r)
             self.seen[key] = (weakref.ref(t), r)
