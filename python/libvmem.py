@@ -273,10 +273,13 @@ def trim(device=0):
 
 _step_hook = None
 _offload = None
+_step_ends = 0          # step ends made by the hook (read by the GradScaler wrapper)
+_scaler_orig = None     # (GradScaler class, its own step) while wrapped
 
 
 def _hook_step_end(opt, args, kwargs):
-    global _in_hook
+    global _in_hook, _step_ends
+    _step_ends += 1
     _in_hook = True
     try:
         step_end()
@@ -284,27 +287,67 @@ def _hook_step_end(opt, args, kwargs):
         _in_hook = False
 
 
+def _wrap_grad_scaler():
+    """torch.amp.GradScaler.step skips optimizer.step() when the gradients
+    hold inf or NaN (mixed precision, mostly in the first steps while the
+    scale settles); the optimizer hook then does not run and two iterations
+    would make one libvmem step.  The wrapper ends the step itself when the
+    scaler's step ran no optimizer step.  Undone by remove_step_hook()."""
+    global _scaler_orig
+    if _scaler_orig is not None:
+        return
+    try:
+        from torch.amp import GradScaler
+    except ImportError:  # PyTorch before 2.3: torch.cuda.amp only
+        try:
+            from torch.cuda.amp import GradScaler
+        except ImportError:
+            return
+    orig = GradScaler.__dict__.get("step")
+    if orig is None:
+        return
+
+    def step(self, optimizer, *args, **kwargs):
+        before = _step_ends
+        out = orig(self, optimizer, *args, **kwargs)
+        if _step_hook is not None and _step_ends == before:
+            _hook_step_end(optimizer, args, kwargs)  # skipped: inf/NaN gradients
+        return out
+    step.__doc__ = orig.__doc__
+    step.__wrapped__ = orig
+    GradScaler.step = step
+    _scaler_orig = (GradScaler, orig)
+
+
 def install_step_hook():
     """Marks a step end (step_end() on every instance) after every
     torch.optim optimizer step, through PyTorch's global optimizer post-step
     hook, so that the placement planner sees each training step without a
-    call in the training loop.  Idempotent; returns the hook handle
-    (handle.remove() turns it off).  A loop with several optimizers, or with
+    call in the training loop.  An iteration whose torch.amp.GradScaler
+    skipped the optimizer step (inf or NaN gradients) ends a step too: the
+    scaler's step is wrapped.  Idempotent; returns the hook handle
+    (remove_step_hook() turns both off).  A loop with several optimizers, or with
     several optimizer steps per iteration, should call step_end() itself
     once per iteration instead (docs/embedding.md)."""
     global _step_hook
     if _step_hook is None:
         from torch.optim.optimizer import register_optimizer_step_post_hook
         _step_hook = register_optimizer_step_post_hook(_hook_step_end)
+        _wrap_grad_scaler()
     return _step_hook
 
 
 def remove_step_hook():
-    """Removes the hook install_step_hook() installed (no-op if none)."""
-    global _step_hook
+    """Removes the hook install_step_hook() installed (no-op if none), and
+    the GradScaler wrapper with it."""
+    global _step_hook, _scaler_orig
     if _step_hook is not None:
         _step_hook.remove()
         _step_hook = None
+    if _scaler_orig is not None:
+        cls, orig = _scaler_orig
+        cls.step = orig
+        _scaler_orig = None
 
 
 def install_torch(step_hook=True, offload=None):

@@ -160,6 +160,57 @@ class PythonModule(unittest.TestCase):
         self.assertEqual(lines[1], "True True 1 True True")
         self.assertEqual(lines[2], "0 0 2")
 
+    def test_step_hook_ends_a_step_when_the_grad_scaler_skips(self):
+        # A fake torch: the optimizer post-step hooks, and a GradScaler whose
+        # step runs optimizer.step() unless the gradients held inf (as
+        # torch.amp.GradScaler does).  Every iteration must end one libvmem
+        # step, skipped or not; remove_step_hook() restores the scaler.
+        out = run("""
+            import types
+            hooks = []
+            class Handle:
+                def __init__(self, f): self.f = f
+                def remove(self): hooks.remove(self.f)
+            def register(f):
+                hooks.append(f); return Handle(f)
+            class Opt:
+                def step(self):
+                    for f in list(hooks): f(self, (), {})
+            class GradScaler:
+                def __init__(self): self.inf = False
+                def step(self, optimizer, *args, **kwargs):
+                    if not self.inf:
+                        return optimizer.step()
+            torch = types.ModuleType("torch")
+            torch.optim = types.ModuleType("torch.optim")
+            torch.optim.optimizer = types.ModuleType("torch.optim.optimizer")
+            torch.optim.optimizer.register_optimizer_step_post_hook = register
+            torch.amp = types.ModuleType("torch.amp")
+            torch.amp.GradScaler = GradScaler
+            for name, mod in (("torch", torch), ("torch.optim", torch.optim),
+                              ("torch.optim.optimizer", torch.optim.optimizer),
+                              ("torch.amp", torch.amp)):
+                sys.modules[name] = mod
+            orig = GradScaler.step
+            L.install_step_hook()
+            L.install_step_hook()  # idempotent: wraps once
+            opt, sc = Opt(), GradScaler()
+            steps = [L.stats()["steps"]]
+            for inf in (True, True, False, True, False):
+                sc.inf = inf
+                sc.step(opt)
+                steps.append(L.stats()["steps"])
+            opt.step()  # an optimizer step without the scaler
+            steps.append(L.stats()["steps"])
+            L.remove_step_hook()
+            sc.inf = True
+            sc.step(opt)
+            opt.step()
+            steps.append(L.stats()["steps"])
+            print(steps, GradScaler.step is orig, len(hooks))
+            """)
+        self.assertEqual(out.strip(), "[0, 1, 2, 3, 4, 5, 6, 6] True 0")
+
     def test_bad_environment_and_bad_device(self):
         out = run("""
             for dev in (0, 99):

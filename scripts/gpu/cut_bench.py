@@ -2,7 +2,7 @@
 """Fast while cut (issue 11): step time of real training jobs whose libvmem
 limit is cut below their peak, against the two floors, on a real GPU.
 
-    python3 scripts/gpu/cut_bench.py [--jobs gpt2,resnet50,bert] [--modes naive,planned]
+    python3 scripts/gpu/cut_bench.py [--jobs gpt2,resnet50,bert,vit,convnext] [--modes naive,planned]
     (bash scripts/gpu/cut-bench.sh, through scripts/gpu-run.sh, sets the paths)
 
 For each job and placement mode one process (libvmem as PyTorch's
@@ -76,7 +76,26 @@ def build(job, torch, batch):
 
         def step_fn(m, i):
             return F.cross_entropy(m(xs[i % 2].cuda()), ys[i % 2].cuda())
-        return model, opt, step_fn, False
+        return model, opt, step_fn, None
+    if job in ("vit", "convnext"):
+        # jobs the offload and the planner were not tuned on: timm's ViT-B/16
+        # (bf16 autocast, AdamW) and ConvNeXt-Tiny (channels_last, fp16
+        # autocast with a GradScaler, whose skipped steps the step hook counts)
+        import timm
+        name = "vit_base_patch16_224" if job == "vit" else "convnext_tiny"
+        model = timm.create_model(name, pretrained=False, num_classes=1000)
+        fmt = torch.channels_last if job == "convnext" else torch.contiguous_format
+        if job == "convnext":
+            model = model.to(memory_format=fmt)
+        b = batch or (64 if job == "vit" else 128)
+        xs = [torch.randn(b, 3, 224, 224, generator=g).contiguous(memory_format=fmt)
+              for _ in range(2)]
+        ys = [torch.randint(0, 1000, (b,), generator=g) for _ in range(2)]
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+
+        def step_fn(m, i):
+            return F.cross_entropy(m(xs[i % 2].cuda()), ys[i % 2].cuda())
+        return model, opt, step_fn, "bf16" if job == "vit" else "fp16"
     import transformers
     if job == "gpt2":
         cfg = transformers.GPT2Config()
@@ -92,7 +111,7 @@ def build(job, torch, batch):
         x = toks[i % 2].cuda()
         return m(input_ids=x, labels=x).loss
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    return model, opt, step_fn, True
+    return model, opt, step_fn, "bf16"
 
 
 def bandwidths(L, torch):
@@ -205,6 +224,10 @@ def worker(a):
     torch.backends.cudnn.deterministic = True
     model, opt, step_fn, amp = build(a.job, torch, a.batch)
     model = model.cuda().train()
+    # fp16: a GradScaler (skipped steps end a libvmem step through the hook's
+    # GradScaler wrapper); bf16: autocast alone; None: fp32
+    scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
+    adt = torch.float16 if amp == "fp16" else torch.bfloat16
     res = {"job": a.job, "mode": a.mode, "gpu": torch.cuda.get_device_name(0),
            "torch": torch.__version__, "steps": []}
     phases = [("full", None, a.full)]
@@ -239,12 +262,18 @@ def worker(a):
                 # compute stream runs them: the two phases of the phase floor
                 ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
                 ev[0].record()
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                with torch.autocast("cuda", dtype=adt, enabled=amp is not None):
                     loss = step_fn(model, i)
                 ev[1].record()
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()  # the hook ends the libvmem step here
+                if scaler is not None:
+                    scale = scaler.get_scale()
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)  # the hook (or its wrapper, if skipped) ends the step
+                    scaler.update()
+                else:
+                    loss.backward()
+                    opt.step()  # the hook ends the libvmem step here
                 ev[2].record()
                 torch.cuda.synchronize()
                 dt = time.perf_counter() - t0
@@ -260,6 +289,8 @@ def worker(a):
                     log(stream_busy(path))
                 s1 = L.stats()
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
+                       "libvmem_steps": s1["steps"] - s0["steps"],
+                       "scaler_skipped": scaler is not None and scaler.get_scale() < scale,
                        "fwd_ms": ev[0].elapsed_time(ev[1]), "bwd_ms": ev[1].elapsed_time(ev[2]),
                        "host_placed": s1["spilledBytes"] - s0["spilledBytes"],
                        "planned": s1["placedHostBytes"] - s0["placedHostBytes"],
@@ -304,6 +335,11 @@ def worker(a):
                         rec["host_in_use"] / 1e9, rec["rule"], rec["swap_out"] / 1e9,
                         rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"],
                         rec["regions"], (rec["held"] or 0) / 1e9))
+                if scaler is not None or rec["libvmem_steps"] != 1:
+                    log("    libvmem steps ended in this iteration: %d%s" % (
+                        rec["libvmem_steps"],
+                        " (the GradScaler skipped the optimizer step)"
+                        if rec["scaler_skipped"] else ""))
                 if "offload" in rec:
                     o = rec["offload"]
                     log("    offload: %.2f GB out, %.2f GB fetched ahead, %.2f GB late (%.2f GB "
