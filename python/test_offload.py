@@ -111,6 +111,12 @@ class FakeTorch:
             def stride(self):
                 return (1,) * len(self.shape)
 
+            def __getitem__(self, sl):  # a 1-d uint8 slice: a view at an offset
+                t = Tensor((sl.stop - sl.start,), self.dtype, self.device,
+                           Storage(sl.stop - sl.start, self.storage.ptr + sl.start))
+                t.base = self
+                return t
+
             def view(self, what):
                 if isinstance(what, DType):
                     return Tensor((self.storage.nbytes() // what.size,), what, self.device,
@@ -204,10 +210,14 @@ class FakeTorch:
         self.copies_done = True  # what Event.query says (copies are made at once all the same)
         self.clock = 0
         self.copy_lag = 0
-        self.pinned = 0
+        self.pinned = 0    # bytes asked of PyTorch's pinned allocator
+        self.pageable = 0  # bytes of plain host tensors
 
     def empty(self, n, dtype=None, pin_memory=False):
-        self.pinned += n
+        if pin_memory:
+            self.pinned += n
+        else:
+            self.pageable += n
         return self.Tensor((n,), dtype, Device("cpu"))
 
     def empty_strided(self, shape, stride, dtype=None, device=None):
@@ -539,6 +549,72 @@ class HooksTest(unittest.TestCase):
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         self.assertEqual(o.pool.held, 0)
         self.assertEqual(emptied, [1])
+
+    class Cudart:
+        """cudaHostRegister / cudaHostUnregister, recorded; err: what
+        registering returns (0: success)."""
+        def __init__(self, torch, err=0):
+            self.torch, self.err = torch, err
+            self.reg, self.unreg = {}, []
+
+        def cudaHostRegister(self, ptr, length, flags):
+            if not self.err:
+                self.reg[ptr] = length
+            return self.err
+
+        def cudaHostUnregister(self, ptr):
+            self.unreg.append((ptr, self.torch.syncs))
+            return 0
+
+    def _cut_steps(self, err):
+        torch, o, state = make(GiB)
+        rt = self.Cudart(torch, err)
+        torch.cuda.cudart = lambda: rt
+
+        def step():
+            ts = [torch.cuda_tensor(4 * MiB + 100 * k, float(k)) for k in range(4)]
+            packed = [o.pack(t) for t in ts]
+            del ts
+            for p in reversed(packed):
+                o.unpack(p)
+            del packed, p
+            o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
+            gc.collect()
+        step()
+        step()
+        emptied = []
+        torch._C = type("C", (), {"_host_emptyCache": staticmethod(lambda: emptied.append(1))})
+        syncs = torch.syncs
+        o.budget.bytes = 0
+        o.step_end(lambda dev: (64 * GiB, GiB, 0))  # the cut ends
+        return torch, o, rt, emptied, syncs
+
+    def test_pinned_buffers_are_registered_whole_pages_and_unregistered_when_the_cut_ends(self):
+        torch, o, rt, emptied, syncs = self._cut_steps(0)
+        # four buffers, registered once (the second step reused them), each
+        # on whole pages of its own: page-aligned, its size rounded up to pages
+        self.assertEqual(len(rt.reg), 4)
+        sizes = sorted(4 * MiB + 100 * k for k in range(4))
+        self.assertEqual(sorted(rt.reg.values()), [(n + 4095) // 4096 * 4096 for n in sizes])
+        self.assertTrue(all(ptr % 4096 == 0 for ptr in rt.reg))
+        self.assertEqual(torch.pinned, 0)  # nothing from PyTorch's pinned allocator
+        self.assertGreaterEqual(torch.pageable, sum(rt.reg.values()))
+        # the cut's end unregisters every one, after waiting for the copies
+        # back that read them, and has no PyTorch cache to empty
+        self.assertEqual(sorted(p for p, _ in rt.unreg), sorted(rt.reg))
+        self.assertTrue(all(at > syncs for _, at in rt.unreg))
+        self.assertEqual(o.pool.held, 0)
+        self.assertEqual(o.pool.registered, {})
+        self.assertEqual(emptied, [])
+
+    def test_a_refused_registration_falls_back_to_pytorchs_pinned_memory(self):
+        torch, o, rt, emptied, _ = self._cut_steps(2)  # e.g. cudaErrorMemoryAllocation
+        self.assertEqual(rt.reg, {})
+        self.assertEqual(torch.pinned, sum(4 * MiB + 100 * k for k in range(4)))
+        self.assertEqual(o.pool.register_failures, 4)
+        self.assertEqual(rt.unreg, [])
+        self.assertEqual(emptied, [1])  # PyTorch's cached blocks given back
+        self.assertEqual(o.pool.held, 0)
 
     def test_a_tensor_unpacked_before_its_copy_out_is_done_comes_back_without_a_copy(self):
         torch, o, state = make(GiB)

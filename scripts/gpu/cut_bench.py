@@ -39,6 +39,8 @@ faster, libvmem_offload.Choice; a study knob, needs CUT_STEPS of 24 or so),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
 each stream's busy time,
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
+CUT_OFFLOAD_REGISTER (0: the offload's host buffers from PyTorch's pinned
+allocator instead of registered pageable memory, the way before),
 CUT_OFFLOAD_PACE_ROOM (1: copies out paced by the room under the limit that
 the last step's allocations between hook calls leave, instead of by the
 window; a study knob).
@@ -198,9 +200,12 @@ def worker(a):
     choice = os.environ.get("CUT_OFFLOAD_CHOICE")
     gpace = os.environ.get("CUT_OFFLOAD_GPU_PACE")
     proom = os.environ.get("CUT_OFFLOAD_PACE_ROOM")
-    if (wf or sk or wi or spread or choice or gpace or proom) and \
+    reg = os.environ.get("CUT_OFFLOAD_REGISTER")
+    if (wf or sk or wi or spread or choice or gpace or proom or reg) and \
             L.offload_stats().get("installed"):
         import libvmem_offload
+        if reg:
+            libvmem_offload._off.pool.register = reg != "0"
         if proom:
             libvmem_offload._off.pace_room = proom != "0"
         if gpace:
@@ -275,6 +280,7 @@ def worker(a):
                     loss.backward()
                     opt.step()  # the hook ends the libvmem step here
                 ev[2].record()
+                t_cpu = time.perf_counter() - t0  # the CPU's part: all queued, nothing awaited
                 torch.cuda.synchronize()
                 dt = time.perf_counter() - t0
                 if prof is not None:  # CUT_PROFILE=1: where the last cut step's GPU time goes
@@ -289,6 +295,7 @@ def worker(a):
                     log(stream_busy(path))
                 s1 = L.stats()
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
+                       "cpu_ms": t_cpu * 1e3,
                        "libvmem_steps": s1["steps"] - s0["steps"],
                        "scaler_skipped": scaler is not None and scaler.get_scale() < scale,
                        "fwd_ms": ev[0].elapsed_time(ev[1]), "bwd_ms": ev[1].elapsed_time(ev[2]),
@@ -325,11 +332,12 @@ def worker(a):
                     rec["offload"]["waits_out"] = off["waits_out"]
                     rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
                 res["steps"].append(rec)
-                log("%s %s %-8s %2d %8.1f ms (fwd %.1f, bwd %.1f) loss %.5f host %.2f GB (plan %.2f "
+                log("%s %s %-8s %2d %8.1f ms (fwd %.1f, bwd %.1f, cpu %.1f) loss %.5f host %.2f GB (plan %.2f "
                     "fb %.2f mv %.2f) "
                     "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
                     "%s regions, held %.2f GB" % (
-                        a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"], rec["loss"],
+                        a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"],
+                        rec["cpu_ms"], rec["loss"],
                         rec["host_placed"] / 1e9,
                         rec["planned"] / 1e9, rec["fallback"] / 1e9, rec["moved_to_host"] / 1e9,
                         rec["host_in_use"] / 1e9, rec["rule"], rec["swap_out"] / 1e9,
@@ -416,7 +424,13 @@ def summarise(results):
                                         max(1, sum(s["host_freed"] for s in tail))),
                    "host_life_ms": 1e3 * (sum(s["life_seconds_sum"] for s in tail) /
                                           max(1, sum(s["host_freed"] for s in tail))),
-                   "first_cut_steps_ms": [round(s["ms"], 1) for s in ph[:3]]}
+                   "first_cut_steps_ms": [round(s["ms"], 1) for s in ph[:4]],
+                   # what the cut costs once: the first four steps' time over
+                   # the settled cut step, and the pack hooks' part of it
+                   # (pinning the offload's host buffers)
+                   "cut_transition_ms": sum(max(0.0, s["ms"] - ms) for s in ph[:4]),
+                   "cut_transition_pack_ms": sum(s.get("offload", {}).get("pack_s", 0) * 1e3
+                                                 for s in ph[:4])}
             if bw:
                 kbw = bw["kernel_read_gbs"] * 1e9
                 row["zero_copy_floor_ms"] = full + 2 * excess / kbw * 1e3
@@ -436,6 +450,8 @@ def summarise(results):
             row["cut_bwd_ms"] = statistics.median(s.get("bwd_ms", 0) for s in tail)
             row["overlap_target_ms"] = full * (1.5 if cut == "cut75" else 3.0)
             rs = [s for s in st if s["phase"] == raised]
+            if rs:
+                row["raised_first_step_ms"] = rs[0]["ms"]
             if len(rs) > 1:
                 row["raised_second_step_ms"] = rs[1]["ms"]
                 row["raised_vs_full"] = rs[1]["ms"] / full
@@ -539,6 +555,14 @@ def main():
                     r["cut_fwd_ms"], r["cut_bwd_ms"], r["phase_floor_ms"], r["vs_phase_floor"],
                     r["link_floor_ms"], t,
                     "below the phase floor" if t < r["phase_floor_ms"] else "reachable"))
+    log("\nwhat a cut costs once: its first four steps (ms), their time over the settled cut "
+        "step and the pack hooks' part of it (pinning host buffers), and the first step after "
+        "the raise:")
+    for r in rows:
+        log("%-9s %-8s %-6s %s  over the settled step %7.1f ms (pack hooks %7.1f ms)  first "
+            "raised step %7.1f ms" % (
+                r["job"], r["mode"], r["cut"], r["first_cut_steps_ms"], r["cut_transition_ms"],
+                r["cut_transition_pack_ms"], r.get("raised_first_step_ms", float("nan"))))
     log("\nafter each raise: every step's ms, and the median from the second step on over the "
         "full step; with an uncut process, the median over the uncut steps of the same numbers, "
         "and the share of that process's steps after its full ones above 1.05x their median:")
