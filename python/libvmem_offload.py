@@ -103,6 +103,22 @@ class Budget:
             self.step_lowest = limit
         return self.bytes
 
+    def start(self, limit, demand):
+        """Called once per step while the budget is 0, at the step's first
+        saved tensor, with the limit in force and the last step's demand
+        (its device plus host maximum): a limit cut below that demand since
+        the last step end starts the budget at once, at demand - target
+        (at least step_min), so the step after a cut already offloads
+        instead of leaving the whole excess to placement (libvmem's naive
+        step, host memory made for its spills).  Returns the budget."""
+        if self.bytes <= 0 and demand > limit:
+            self.set_limit(limit)
+            self.bytes = max(demand - self.target(limit), self.step_min)
+            self.limit = limit
+            if self.step_lowest is None or limit < self.step_lowest:
+                self.step_lowest = limit
+        return self.bytes
+
     def target(self, limit):
         """The device bytes a step may use under limit: limit less the
         margin (the room the fetch ahead and the step's maximum aim at)."""
@@ -404,6 +420,11 @@ class Offload:
         self.pace_room = False
         self.ex_last = []  # the last step's excursion after each hook call
         self.last_offloadable = 0  # the last step's largest pass's eligible bytes
+        # a cut between steps starts the budget at the next step's first
+        # saved tensor (Budget.start), from the last step's demand
+        self.start_at_cut = True
+        self.look_for_cut = False
+        self.last_demand = 0
         self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
@@ -516,6 +537,8 @@ class Offload:
                 self.last_step["choice"] = self.choice.decided
             self._t_end = now
             self.last_offloadable = self.max_pass_offloadable
+            self.last_demand = dmax + hmax
+            self.look_for_cut = self.start_at_cut
             if not self.budget.bytes and not self.step_offloaded:
                 self.pool.clear()
                 self.next_skip = {}  # the cut is over: learn afresh at the next one
@@ -574,8 +597,12 @@ class Offload:
         return n
 
     def pack(self, t):
-        if not self.enabled or self.budget.bytes <= 0:
+        if not self.enabled:
             return t
+        if self.budget.bytes <= 0:
+            # a cut since the last step end? (one stats read per step)
+            if not self.look_for_cut or not self._cut_started(t):
+                return t
         torch = self.torch
         if not isinstance(t, torch.Tensor) or not t.is_cuda:
             return t
@@ -605,6 +632,17 @@ class Offload:
             return self._pack(t, n, ex)
         finally:
             self.totals["pack_seconds"] += time.perf_counter() - t0
+
+    def _cut_started(self, t):
+        """At the first saved tensor of a step whose budget is 0: starts the
+        budget if the limit is now below the last step's demand
+        (Budget.start)."""
+        self.look_for_cut = False
+        torch = self.torch
+        if (self.last_demand <= 0 or not isinstance(t, torch.Tensor) or not t.is_cuda or
+                torch.cuda.is_current_stream_capturing()):
+            return False
+        return self.budget.start(self.in_use(t.device.index)[1], self.last_demand) > 0
 
     def _pack(self, t, n, ex=None):
         torch = self.torch

@@ -41,6 +41,8 @@ each stream's busy time,
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
 CUT_OFFLOAD_REGISTER (0: the offload's host buffers from PyTorch's pinned
 allocator instead of registered pageable memory, the way before),
+CUT_OFFLOAD_START_AT_CUT (0: a cut between steps starts the offload's budget
+only at the first step end under it, the way before),
 CUT_OFFLOAD_PACE_ROOM (1: copies out paced by the room under the limit that
 the last step's allocations between hook calls leave, instead of by the
 window; a study knob).
@@ -201,9 +203,12 @@ def worker(a):
     gpace = os.environ.get("CUT_OFFLOAD_GPU_PACE")
     proom = os.environ.get("CUT_OFFLOAD_PACE_ROOM")
     reg = os.environ.get("CUT_OFFLOAD_REGISTER")
-    if (wf or sk or wi or spread or choice or gpace or proom or reg) and \
+    sac = os.environ.get("CUT_OFFLOAD_START_AT_CUT")
+    if (wf or sk or wi or spread or choice or gpace or proom or reg or sac) and \
             L.offload_stats().get("installed"):
         import libvmem_offload
+        if sac:
+            libvmem_offload._off.start_at_cut = sac != "0"
         if reg:
             libvmem_offload._off.pool.register = reg != "0"
         if proom:
