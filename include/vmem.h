@@ -267,6 +267,17 @@ VMEM_API vmem_status_t vmem_trim(vmem_t *v, size_t *released);
  * vmem_destroy ended a suspension (v is then gone). */
 VMEM_API vmem_status_t vmem_step_end(vmem_t *v);
 
+/* Leaves the rest of the step in progress to naive placement: allocations
+ * go to the device while they fit under the limit, to host memory after,
+ * with no plan (docs/placement.md).  For a layer above the allocator that
+ * knows the last step no longer says what this one needs, e.g. the PyTorch
+ * offload in the first step under a cut, which takes saved tensors off the
+ * device itself.  The planner still records the step (counted in
+ * diverged_steps); the next step plans from it.  No effect on a step that
+ * plans nothing (VMEM_PLACEMENT_NAIVE, a step that fits).  VMEM_OK, or
+ * VMEM_ERR_INVALID for a NULL v. */
+VMEM_API vmem_status_t vmem_step_naive(vmem_t *v);
+
 /* ------------------------------------------------------------------------ */
 /* Pointer information                                                      */
 /* ------------------------------------------------------------------------ */

@@ -28,7 +28,7 @@ import os
 
 __all__ = [
     "VmemError", "library_path", "load", "install_torch", "install_cupy",
-    "set_limit", "get_limit", "stats", "step_end", "trim", "parse_size",
+    "set_limit", "get_limit", "stats", "step_end", "step_naive", "trim", "parse_size",
     "install_step_hook", "remove_step_hook", "install_offload", "offload_stats",
     "strerror", "region", "pause", "resume", "tag_stats", "tag_id", "mempool", "version",
 ]
@@ -79,6 +79,7 @@ def _declare(lib):
         "vmem_instance_peek": (vp, [i]),
         "vmem_instances_step_end": (st, []),
         "vmem_step_end": (st, [vp]),
+        "vmem_step_naive": (st, [vp]),
         "vmem_set_limit_ex": (st, [vp, sz, c.c_uint, c.POINTER(sz)]),
         "vmem_get_limit": (st, [vp, c.POINTER(sz)]),
         "vmem_trim": (st, [vp, c.POINTER(sz)]),
@@ -256,6 +257,16 @@ def step_end(device=None):
         raise VmemError(st, "step_end")
     if _offload is not None:
         _offload.step_end(device)
+
+
+def step_naive(device=0):
+    """vmem_step_naive: the rest of the step in progress goes by naive
+    placement (no plan); the planner still records it.  The offload calls it
+    in the first step under a cut, whose plan would come from a step without
+    the cut."""
+    st = load().vmem_step_naive(_instance(device if device is not None else 0))
+    if st != VMEM_OK:
+        raise VmemError(st, "step_naive")
 
 
 def trim(device=0):

@@ -356,7 +356,8 @@ class _Record:
 class Offload:
     """The hooks and their state for one process (all devices)."""
 
-    def __init__(self, torch, in_use, budget=None, min_bytes=MiB, step_max=None, watermark=None):
+    def __init__(self, torch, in_use, budget=None, min_bytes=MiB, step_max=None, watermark=None,
+                 step_naive=None):
         """in_use(device_index) -> (device bytes in use, limit): libvmem's
         (a cheap vmem_get_stats; tests pass their own).  step_max(device_index)
         -> device bytes in use at the step's maximum so far (libvmem's
@@ -364,8 +365,13 @@ class Offload:
         only); None: not read.  watermark(device_index) -> (bytes in use by
         live blocks, device and host, the most in use since the last call,
         limit): libvmem's vmem_watermark, for pace_room; None: no pacing by
-        room."""
+        room.  step_naive(device_index): libvmem's vmem_step_naive, called
+        when a cut starts the budget within a step (start_at_cut), so that
+        the planner, whose plan for the step comes from a step without the
+        cut and without the offload, leaves the rest of it to naive
+        placement; None: not called."""
         self.torch = torch
+        self.step_naive = step_naive
         self.in_use = in_use
         self.step_max = step_max
         self.watermark = watermark
@@ -642,7 +648,15 @@ class Offload:
         if (self.last_demand <= 0 or not isinstance(t, torch.Tensor) or not t.is_cuda or
                 torch.cuda.is_current_stream_capturing()):
             return False
-        return self.budget.start(self.in_use(t.device.index)[1], self.last_demand) > 0
+        dev = t.device.index
+        if self.budget.start(self.in_use(dev)[1], self.last_demand) <= 0:
+            return False
+        if self.step_naive is not None:
+            try:
+                self.step_naive(dev)
+            except Exception:  # an older libvmem without vmem_step_naive: the plan stays
+                self.step_naive = None
+        return True
 
     def _pack(self, t, n, ex=None):
         torch = self.torch
@@ -1062,7 +1076,8 @@ def install(lib_mod, torch, min_bytes=MiB, budget=None):
         return s.cur_step_device_max if s is not None else 0
 
     _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes, step_max=step_max,
-                   watermark=_watermark_reader(lib_mod))
+                   watermark=_watermark_reader(lib_mod),
+                   step_naive=getattr(lib_mod, "step_naive", None))
     torch._C._autograd._push_saved_tensors_default_hooks(_off.pack, _off.unpack)
     return _off
 

@@ -211,6 +211,30 @@ class PythonModule(unittest.TestCase):
             """)
         self.assertEqual(out.strip(), "[0, 1, 2, 3, 4, 5, 6, 6] True 0")
 
+    def test_step_naive_leaves_the_plan_of_the_step(self):
+        # A repeating step over a 28 MiB limit: planned steps place blocks on
+        # host by plan; a step told step_naive() places none by plan.
+        out = run("""
+            lib = L.load()
+            def step():  # four activations, then a temporary per layer backward
+                acts = [lib.vmem_torch_malloc(8 << 20, 0, None) for _ in range(4)]
+                for a in reversed(acts):
+                    t = lib.vmem_torch_malloc(8 << 20, 0, None)
+                    lib.vmem_torch_free(t, 8 << 20, 0, None)
+                    lib.vmem_torch_free(a, 8 << 20, 0, None)
+                L.step_end()
+            for _ in range(3):
+                step()
+            s0 = L.stats()
+            L.step_naive()
+            step()
+            s1 = L.stats()
+            print(s0["placedHostBytes"] > 0, s1["placedHostBytes"] == s0["placedHostBytes"],
+                  s1["divergedSteps"] - s0["divergedSteps"], s1["spilledBytes"] > s0["spilledBytes"])
+            """, VMEM_LIMIT="28M", VMEM_HOST_LIMIT="256M", VMEM_BACKEND="sim-vmm",
+            VMEM_PLACEMENT="farthest")
+        self.assertEqual(out.strip(), "True True 1 True")
+
     def test_bad_environment_and_bad_device(self):
         out = run("""
             for dev in (0, 99):

@@ -525,7 +525,8 @@ class HooksTest(unittest.TestCase):
 
     def test_a_cut_between_steps_offloads_from_the_first_step_under_it(self):
         def run(new_limit, start_at_cut=True):
-            torch, o, state = make(0, limit=64 * GiB)
+            left = []
+            torch, o, state = make(0, limit=64 * GiB, step_naive=left.append)
             o.start_at_cut = start_at_cut
             ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
             self.assertTrue(all(o.pack(t) is t for t in ts))  # fits: nothing to do
@@ -534,16 +535,18 @@ class HooksTest(unittest.TestCase):
             state["limit"] = new_limit  # cut between steps (set_limit, not a step end)
             ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
             packed = [o.pack(t) for t in ts]
+            o.left = left
             return torch, o, sum(p is not t for p, t in zip(packed, ts))
         torch, o, n = run(6 * GiB)
         self.assertEqual(n, 4)  # offloaded in the first step under the cut
+        self.assertEqual(o.left, [0])  # and libvmem told to leave the step's plan, once
         self.assertEqual(o.budget.bytes, 8 * GiB - o.budget.target(6 * GiB))
         self.assertEqual(o.budget.window_out, 6 * GiB // 32)  # the new limit's windows
         self.assertEqual([k for k, _ in torch.log], ["d2h"] * 4)
         _, o, n = run(10 * GiB)  # cut, but above the last step's demand
-        self.assertEqual((n, o.budget.bytes), (0, 0))
+        self.assertEqual((n, o.budget.bytes, o.left), (0, 0, []))
         _, o, n = run(6 * GiB, start_at_cut=False)  # the way before: a step later
-        self.assertEqual((n, o.budget.bytes), (0, 0))
+        self.assertEqual((n, o.budget.bytes, o.left), (0, 0, []))
 
     def test_pinned_buffers_are_reused_by_the_next_step(self):
         torch, o, state = make(GiB)

@@ -914,6 +914,14 @@ void place_move_done(place_t *pl, int to_host, uint64_t bytes)
     }
 }
 
+int place_leave_step(place_t *pl)
+{
+    if (!place_deciding(pl))
+        return 0;
+    pl->state = PLACE_ST_DIVERGED;
+    return 1;
+}
+
 unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env)
 {
     const place_record_t *last = &pl->rec[!pl->cur];

@@ -285,6 +285,12 @@ static inline int place_deciding(const place_t *pl)
     return pl->plans && pl->state != PLACE_ST_LEARN && pl->state != PLACE_ST_DIVERGED;
 }
 
+/* The rest of the step in progress goes by naive placement (no plan: device
+ * first), as when the step leaves the recorded sequence; the step is still
+ * recorded, and counts as diverged.  Returns 1 if the step was deciding
+ * (vmem_step_naive). */
+int place_leave_step(place_t *pl);
+
 /* In a step that decides (place_deciding): where the next allocation
  * (requested bytes, stream key) should go: PLACE_NONE (no plan: device
  * first), PLACE_DEVICE or PLACE_HOST.  env is consulted when a plan is made

@@ -847,6 +847,18 @@ void vmem_boundary_rebalance(vmem_t *v)
         stats_write_file(v, v->stats_file);
 }
 
+vmem_status_t vmem_step_naive(vmem_t *v)
+{
+    if (!v)
+        return VMEM_INVALID_ARG(v);
+    pthread_mutex_lock(&v->lock);
+    if (place_leave_step(&v->place))
+        vmem_log(v, VMEM_LOG_DEBUG, "placement: the rest of step %llu is naive (vmem_step_naive)",
+                 (unsigned long long)v->steps);
+    pthread_mutex_unlock(&v->lock);
+    return VMEM_OK;
+}
+
 vmem_status_t vmem_step_end(vmem_t *v)
 {
     if (!v)

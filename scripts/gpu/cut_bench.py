@@ -43,6 +43,9 @@ CUT_OFFLOAD_REGISTER (0: the offload's host buffers from PyTorch's pinned
 allocator instead of registered pageable memory, the way before),
 CUT_OFFLOAD_START_AT_CUT (0: a cut between steps starts the offload's budget
 only at the first step end under it, the way before),
+CUT_OFFLOAD_NAIVE_AT_CUT (0: when it starts the budget within a step, the
+offload does not call vmem_step_naive, and the planner follows its plan for
+the rest of that step, the way before),
 CUT_OFFLOAD_PACE_ROOM (1: copies out paced by the room under the limit that
 the last step's allocations between hook calls leave, instead of by the
 window; a study knob).
@@ -204,9 +207,12 @@ def worker(a):
     proom = os.environ.get("CUT_OFFLOAD_PACE_ROOM")
     reg = os.environ.get("CUT_OFFLOAD_REGISTER")
     sac = os.environ.get("CUT_OFFLOAD_START_AT_CUT")
-    if (wf or sk or wi or spread or choice or gpace or proom or reg or sac) and \
+    nac = os.environ.get("CUT_OFFLOAD_NAIVE_AT_CUT")
+    if (wf or sk or wi or spread or choice or gpace or proom or reg or sac or nac) and \
             L.offload_stats().get("installed"):
         import libvmem_offload
+        if nac == "0":
+            libvmem_offload._off.step_naive = None
         if sac:
             libvmem_offload._off.start_at_cut = sac != "0"
         if reg:

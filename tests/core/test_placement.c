@@ -353,6 +353,46 @@ Test(placement, repeating_step_sim_vmm) { check_repeating(VMEM_BACKEND_SIM_VMM);
 
 Test(placement, repeating_step_sim) { check_repeating(VMEM_BACKEND_SIM); }
 
+Test(placement, a_step_left_naive_places_nothing_by_plan_and_the_next_plans_again)
+{
+    /* vmem_step_naive: the rest of the step goes by naive placement. */
+    job_t plan = {.layers = 12, .act = 24 * MiB, .tmp = 8 * MiB}, naive = plan;
+    job_open(&plan, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_FARTHEST, 200 * MiB);
+    job_open(&naive, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_NAIVE, 200 * MiB);
+    vmem_stats_t st = {.size = sizeof st}, st0 = {.size = sizeof st0};
+    uint64_t n = 0;
+    for (int s = 0; s < 3; s++) { /* step 0 records; 1 and 2 are planned */
+        job_step(&plan, plan.act);
+        n = job_step(&naive, naive.act);
+    }
+    cr_assert_eq(vmem_get_stats(plan.v, &st0), VMEM_OK);
+    cr_assert_gt(st0.placed_host_bytes, 0, "the plans put blocks on host");
+    cr_assert_geq(st0.planned_steps, 2);
+
+    cr_assert_eq(vmem_step_naive(plan.v), VMEM_OK); /* before the step's first allocation */
+    uint64_t left = job_step(&plan, plan.act);
+    cr_assert_eq(vmem_get_stats(plan.v, &st), VMEM_OK);
+    cr_assert_eq(st.placed_host_bytes, st0.placed_host_bytes, "nothing placed on host by plan");
+    cr_assert_eq(st.diverged_steps, st0.diverged_steps + 1);
+    cr_assert_eq(st.planned_steps, st0.planned_steps);
+    cr_assert_gt(left, 0, "naive placement spills under this limit");
+    cr_assert_eq(left, n, "left naive, the step spills what naive placement does (%llu, %llu)",
+                 (unsigned long long)left, (unsigned long long)n);
+
+    job_step(&plan, plan.act); /* the next step plans again */
+    vmem_stats_t st2 = {.size = sizeof st2};
+    cr_assert_eq(vmem_get_stats(plan.v, &st2), VMEM_OK);
+    cr_assert_gt(st2.placed_host_bytes, st.placed_host_bytes);
+    cr_assert_eq(st2.planned_steps, st.planned_steps + 1);
+
+    /* No effect where nothing plans; a NULL instance is refused. */
+    cr_assert_eq(vmem_step_naive(naive.v), VMEM_OK);
+    cr_assert_eq(job_step(&naive, naive.act), n);
+    cr_assert_eq(vmem_step_naive(NULL), VMEM_ERR_INVALID);
+    job_close(&plan);
+    job_close(&naive);
+}
+
 Test(placement, steps_that_differ_never_put_more_on_host_than_naive)
 {
     job_t naive = {.layers = 10, .tmp = 4 * MiB}, plan = naive;
