@@ -230,6 +230,19 @@ class FakeTorch:
         return t
 
 
+def cut_step(torch, o, state, sizes):
+    """One step that does not fit: a tensor of each size packed, all
+    unpacked in reverse, the step end (1 GiB on host at its maximum)."""
+    ts = [torch.cuda_tensor(n, float(k)) for k, n in enumerate(sizes)]
+    packed = [o.pack(t) for t in ts]
+    del ts
+    for p in reversed(packed):
+        o.unpack(p)
+    del packed, p
+    o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
+    gc.collect()
+
+
 def make(budget_bytes=0, used=0, limit=64 * GiB, **kw):
     torch = FakeTorch()
     state = {"used": used, "limit": limit}
@@ -550,21 +563,10 @@ class HooksTest(unittest.TestCase):
 
     def test_pinned_buffers_are_reused_by_the_next_step(self):
         torch, o, state = make(GiB)
-
-        def step():
-            ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
-            packed = [o.pack(t) for t in ts]
-            del ts
-            for p in reversed(packed):
-                o.unpack(p)
-            del packed, p
-            o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
-            gc.collect()
-
-        step()
+        cut_step(torch, o, state, [4 * MiB] * 4)
         first = torch.pinned
         self.assertEqual(first, 16 * MiB)
-        step()
+        cut_step(torch, o, state, [4 * MiB] * 4)
         self.assertEqual(torch.pinned, first)
         self.assertEqual(o.last_step["host_pinned_new"], 0)
         # the cut ends: a step with nothing to offload gives the buffers back
@@ -595,18 +597,8 @@ class HooksTest(unittest.TestCase):
         torch, o, state = make(GiB)
         rt = self.Cudart(torch, err)
         torch.cuda.cudart = lambda: rt
-
-        def step():
-            ts = [torch.cuda_tensor(4 * MiB + 100 * k, float(k)) for k in range(4)]
-            packed = [o.pack(t) for t in ts]
-            del ts
-            for p in reversed(packed):
-                o.unpack(p)
-            del packed, p
-            o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
-            gc.collect()
-        step()
-        step()
+        for _ in range(2):
+            cut_step(torch, o, state, [4 * MiB + 100 * k for k in range(4)])
         emptied = []
         torch._C = type("C", (), {"_host_emptyCache": staticmethod(lambda: emptied.append(1))})
         syncs = torch.syncs
