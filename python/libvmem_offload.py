@@ -311,10 +311,10 @@ class HostPool:
             slots = [sl for lst in self.free.values() for sl in lst]
             self.free = {}
             self.held -= sum(sl[0].numel() for sl in slots)
+            mine = [self.registered.pop(sl[0].data_ptr(), None) is not None for sl in slots]
         cached = False
-        for buf, ev in slots:
-            length = self.registered.pop(buf.data_ptr(), None)
-            if length is None:
+        for (buf, ev), registered in zip(slots, mine):
+            if not registered:
                 cached = True
                 continue
             if ev is not None:
@@ -640,13 +640,15 @@ class Offload:
             self.totals["pack_seconds"] += time.perf_counter() - t0
 
     def _cut_started(self, t):
-        """At the first saved tensor of a step whose budget is 0: starts the
-        budget if the limit is now below the last step's demand
-        (Budget.start)."""
-        self.look_for_cut = False
+        """At the first saved CUDA tensor of a step whose budget is 0 (outside
+        a graph capture): starts the budget if the limit is now below the
+        last step's demand (Budget.start)."""
         torch = self.torch
-        if (self.last_demand <= 0 or not isinstance(t, torch.Tensor) or not t.is_cuda or
+        if (not isinstance(t, torch.Tensor) or not t.is_cuda or
                 torch.cuda.is_current_stream_capturing()):
+            return False  # looks again at the next saved tensor
+        self.look_for_cut = False
+        if self.last_demand <= 0:
             return False
         dev = t.device.index
         if self.budget.start(self.in_use(dev)[1], self.last_demand) <= 0:

@@ -230,6 +230,9 @@ class FakeTorch:
         return t
 
 
+off_test_cpu = Device("cpu")
+
+
 def cut_step(torch, o, state, sizes):
     """One step that does not fit: a tensor of each size packed, all
     unpacked in reverse, the step end (1 GiB on host at its maximum)."""
@@ -546,6 +549,8 @@ class HooksTest(unittest.TestCase):
             o.step_end(lambda dev: (64 * GiB, 8 * GiB, 0))     # its maximum: 8 GiB
             self.assertEqual(o.budget.bytes, 0)
             state["limit"] = new_limit  # cut between steps (set_limit, not a step end)
+            cpu = torch.Tensor((MiB,), torch.float32, off_test_cpu)
+            self.assertIs(o.pack(cpu), cpu)  # a CPU tensor saved first: looked past
             ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
             packed = [o.pack(t) for t in ts]
             o.left = left
