@@ -852,10 +852,12 @@ vmem_status_t vmem_step_naive(vmem_t *v)
     if (!v)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
-    if (place_leave_step(&v->place))
-        vmem_log(v, VMEM_LOG_DEBUG, "placement: the rest of step %llu is naive (vmem_step_naive)",
-                 (unsigned long long)v->steps);
+    int left = place_leave_step(&v->place);
+    unsigned long long step = v->steps;
     pthread_mutex_unlock(&v->lock);
+    if (left) /* logged outside the lock, as vmem_alloc logs */
+        vmem_log(v, VMEM_LOG_DEBUG, "placement: the rest of step %llu is naive (vmem_step_naive)",
+                 step);
     return VMEM_OK;
 }
 
