@@ -603,16 +603,15 @@ class Offload:
         return n
 
     def pack(self, t):
-        if not self.enabled:
+        if not self.enabled or (self.budget.bytes <= 0 and not self.look_for_cut):
             return t
-        if self.budget.bytes <= 0:
-            # a cut since the last step end? (one stats read per step)
-            if not self.look_for_cut or not self._cut_started(t):
-                return t
         torch = self.torch
         if not isinstance(t, torch.Tensor) or not t.is_cuda:
             return t
         if torch.cuda.is_current_stream_capturing():
+            return t
+        # a budget of 0: a cut since the last step end? (one stats read per step)
+        if self.budget.bytes <= 0 and not self._cut_started(t):
             return t
         ex = self._hook(t.device.index or 0)
         if self.pending:
@@ -640,13 +639,10 @@ class Offload:
             self.totals["pack_seconds"] += time.perf_counter() - t0
 
     def _cut_started(self, t):
-        """At the first saved CUDA tensor of a step whose budget is 0 (outside
-        a graph capture): starts the budget if the limit is now below the
+        """At the first saved CUDA tensor of a step whose budget is 0, outside
+        a graph capture (pack checks both, and looks again at the next saved
+        tensor otherwise): starts the budget if the limit is now below the
         last step's demand (Budget.start)."""
-        torch = self.torch
-        if (not isinstance(t, torch.Tensor) or not t.is_cuda or
-                torch.cuda.is_current_stream_capturing()):
-            return False  # looks again at the next saved tensor
         self.look_for_cut = False
         if self.last_demand <= 0:
             return False
@@ -656,8 +652,8 @@ class Offload:
         if self.step_naive is not None:
             try:
                 self.step_naive(dev)
-            except Exception:  # an older libvmem without vmem_step_naive: the plan stays
-                self.step_naive = None
+            except Exception:  # a libvmem error in a saved tensor hook: the plan stays,
+                self.step_naive = None  # and the offload does not ask again
         return True
 
     def _pack(self, t, n, ex=None):
