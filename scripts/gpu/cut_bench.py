@@ -74,15 +74,21 @@ def log(*a):
 def build(job, torch, batch):
     nn, F = torch.nn, torch.nn.functional
     g = torch.Generator().manual_seed(1234)
-    if job == "resnet50":
-        import torchvision
-        model = torchvision.models.resnet50(weights=None, num_classes=1000)
-        xs = [torch.randn(batch or 64, 3, 224, 224, generator=g) for _ in range(2)]
-        ys = [torch.randint(0, 1000, (batch or 64,), generator=g) for _ in range(2)]
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def images(b, fmt=torch.contiguous_format):
+        """Two batches of b random 224x224 images and labels, and the step on them."""
+        xs = [torch.randn(b, 3, 224, 224, generator=g).contiguous(memory_format=fmt)
+              for _ in range(2)]
+        ys = [torch.randint(0, 1000, (b,), generator=g) for _ in range(2)]
 
         def step_fn(m, i):
             return F.cross_entropy(m(xs[i % 2].cuda()), ys[i % 2].cuda())
+        return step_fn
+    if job == "resnet50":
+        import torchvision
+        model = torchvision.models.resnet50(weights=None, num_classes=1000)
+        step_fn = images(batch or 64)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         return model, opt, step_fn, None
     if job in ("vit", "convnext"):
         # jobs the offload and the planner were not tuned on: timm's ViT-B/16
@@ -94,14 +100,8 @@ def build(job, torch, batch):
         fmt = torch.channels_last if job == "convnext" else torch.contiguous_format
         if job == "convnext":
             model = model.to(memory_format=fmt)
-        b = batch or (64 if job == "vit" else 128)
-        xs = [torch.randn(b, 3, 224, 224, generator=g).contiguous(memory_format=fmt)
-              for _ in range(2)]
-        ys = [torch.randint(0, 1000, (b,), generator=g) for _ in range(2)]
+        step_fn = images(batch or (64 if job == "vit" else 128), fmt)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-
-        def step_fn(m, i):
-            return F.cross_entropy(m(xs[i % 2].cuda()), ys[i % 2].cuda())
         return model, opt, step_fn, "bf16" if job == "vit" else "fp16"
     import transformers
     if job == "gpt2":
@@ -198,41 +198,36 @@ def worker(a):
     # with the optimizer post-step hook: no step_end() below; the saved
     # tensor offload as VMEM_TORCH_OFFLOAD says (main() sets it per mode)
     L.install_torch()
-    # study knobs: the offload's windows, and whether it learns skips
-    wf, sk = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC"), os.environ.get("CUT_OFFLOAD_SKIP")
+    # study knobs: the offload's switches (an environment value of 0 turns
+    # one off, any other on), its windows, the choice, and the naive step
+    switches = (("CUT_OFFLOAD_START_AT_CUT", None, "start_at_cut"),
+                ("CUT_OFFLOAD_REGISTER", "pool", "register"),
+                ("CUT_OFFLOAD_PACE_ROOM", None, "pace_room"),
+                ("CUT_OFFLOAD_GPU_PACE", None, "gpu_pace"),
+                ("CUT_OFFLOAD_SPREAD", None, "spread"),
+                ("CUT_OFFLOAD_SKIP", None, "learn_skip"))
+    wf = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC")
     wi = os.environ.get("CUT_OFFLOAD_WINDOW_IN_FRAC")
-    spread = os.environ.get("CUT_OFFLOAD_SPREAD")
     choice = os.environ.get("CUT_OFFLOAD_CHOICE")
-    gpace = os.environ.get("CUT_OFFLOAD_GPU_PACE")
-    proom = os.environ.get("CUT_OFFLOAD_PACE_ROOM")
-    reg = os.environ.get("CUT_OFFLOAD_REGISTER")
-    sac = os.environ.get("CUT_OFFLOAD_START_AT_CUT")
     nac = os.environ.get("CUT_OFFLOAD_NAIVE_AT_CUT")
-    if (wf or sk or wi or spread or choice or gpace or proom or reg or sac or nac) and \
+    if (any(os.environ.get(name) for name, _, _ in switches) or wf or wi or choice or nac) and \
             L.offload_stats().get("installed"):
         import libvmem_offload
+        off = libvmem_offload._off
+        for name, part, attr in switches:
+            val = os.environ.get(name)
+            if val:
+                setattr(getattr(off, part) if part else off, attr, val != "0")
         if nac == "0":
-            libvmem_offload._off.step_naive = None
-        if sac:
-            libvmem_offload._off.start_at_cut = sac != "0"
-        if reg:
-            libvmem_offload._off.pool.register = reg != "0"
-        if proom:
-            libvmem_offload._off.pace_room = proom != "0"
-        if gpace:
-            libvmem_offload._off.gpu_pace = gpace != "0"
-        if spread:
-            libvmem_offload._off.spread = spread != "0"
+            off.step_naive = None
         if choice and choice != "0":
-            libvmem_offload._off.choice = libvmem_offload.Choice()
+            off.choice = libvmem_offload.Choice()
         if wf:
-            libvmem_offload._off.budget.window_frac = float(wf)
+            off.budget.window_frac = float(wf)
         if wi:
-            libvmem_offload._off.budget.window_in_frac = float(wi)
+            off.budget.window_in_frac = float(wi)
             # a study of the fetch ahead's window: not capped at window_max
-            libvmem_offload._off.budget.window_in_max = 1 << 40
-        if sk:
-            libvmem_offload._off.learn_skip = sk != "0"
+            off.budget.window_in_max = 1 << 40
     torch.manual_seed(0)
     torch.cuda.manual_seed_all(0)
     torch.use_deterministic_algorithms(True, warn_only=True)
