@@ -325,6 +325,81 @@ class HostPool:
             empty()
 
 
+class RoomAhead:
+    """The room the rest of a backward pass needs, learned from the last two
+    steps (no torch needed: tested on its own), for the fetch ahead.
+
+    At every unpack hook call of a cut step the offload reads libvmem's
+    watermark: the most in use (device and host: what the program asked
+    for, wherever it lies) since the last call.  Less the bytes fetched
+    ahead and not yet handed out at the last call, that is what the program
+    itself needed in the stretch between the two calls (its own bytes: the
+    tensors it holds, autograd's included, and what it allocated in
+    between).  A pass's stretches, by their hook call number, are kept per
+    step.  Where the last two steps ran a pass with the same number of calls,
+    ahead(k) is the most either needed in any stretch from call k to the
+    pass's end: at call k, bytes fetched ahead may be held up to target -
+    ahead(k) without the program running out of room before they are
+    handed out (a tensor handed out counts in its own bytes from then on).
+    None where nothing is known (the first steps of a cut, a pass that
+    changed, calls past the last step's)."""
+
+    def __init__(self):
+        self.cur = []     # this step: per backward pass, each stretch's own bytes
+        self.seen = []    # the last step's
+        self.suffix = []  # per pass: the most from stretch k to the end, or None
+        self.k = 0        # hook calls in the current pass
+        self.f = None     # bytes fetched ahead at the last call (None: no stretch open)
+
+    def pass_starts(self):
+        self.cur.append([])
+        self.k = 0
+        self.f = None
+
+    def hook(self, most):
+        """At a hook call, before it hands out or fetches anything: most,
+        the watermark's most in use since the last call."""
+        if not self.cur:
+            self.pass_starts()
+        if self.f is not None:
+            self.cur[-1].append(max(0, most - self.f))
+
+    def ahead(self):
+        """The most the program needs from this call to the pass's end, or
+        None."""
+        p = len(self.cur) - 1
+        s = self.suffix[p] if 0 <= p < len(self.suffix) else None
+        if s is None or self.k >= len(s):
+            return None
+        return s[self.k]
+
+    def hook_done(self, fetched):
+        """At the end of a hook call: fetched, the bytes fetched ahead and not
+        handed out now (they open the next stretch)."""
+        self.f = fetched
+        self.k += 1
+
+    def step_end(self, active):
+        """active: the step offloaded (a step that did not forgets it all)."""
+        if not active:
+            self.cur, self.seen, self.suffix = [], [], []
+        else:
+            self.suffix = []
+            for p, prof in enumerate(self.cur):
+                old = self.seen[p] if p < len(self.seen) else None
+                if old is None or len(old) != len(prof) or not prof:
+                    self.suffix.append(None)
+                    continue
+                s = [max(a, b) for a, b in zip(old, prof)]
+                for i in range(len(s) - 2, -1, -1):
+                    s[i] = max(s[i], s[i + 1])
+                self.suffix.append(s)
+            self.seen = self.cur
+            self.cur = []
+        self.k = 0
+        self.f = None
+
+
 class _Record:
     """One offloaded saved tensor.  slot: [pinned uint8 buffer, event of the
     last copy back from it or None], back to the HostPool when the record
@@ -357,7 +432,7 @@ class Offload:
     """The hooks and their state for one process (all devices)."""
 
     def __init__(self, torch, in_use, budget=None, min_bytes=MiB, step_max=None, watermark=None,
-                 step_naive=None):
+                 step_naive=None, fits=None):
         """in_use(device_index) -> (device bytes in use, limit): libvmem's
         (a cheap vmem_get_stats; tests pass their own).  step_max(device_index)
         -> device bytes in use at the step's maximum so far (libvmem's
@@ -369,8 +444,13 @@ class Offload:
         when a cut starts the budget within a step (start_at_cut), so that
         the planner, whose plan for the step comes from a step without the
         cut and without the offload, leaves the rest of it to naive
-        placement; None: not called."""
+        placement; None: not called.  fits(device_index, nbytes, stream) ->
+        whether libvmem would serve an allocation of nbytes on the stream
+        without giving memory back and mapping it again (vmem_fits), which
+        waits for the device: fetch by room fetches ahead only where it
+        does; None: not asked."""
         self.torch = torch
+        self.fits = fits
         self.step_naive = step_naive
         self.in_use = in_use
         self.step_max = step_max
@@ -430,6 +510,19 @@ class Offload:
         # saved tensor (Budget.start), from the last step's demand
         self.start_at_cut = True
         self.look_for_cut = False
+        # fetch by room (_prefetch), a study knob: where the last two steps
+        # ran a backward pass alike, the fetch ahead holds as much as the
+        # room the rest of the pass leaves under the target (RoomAhead,
+        # from libvmem's watermark), not a window of 1/32 of the limit, so
+        # the copies back start as soon as the backward frees room.  Off:
+        # on an H100 it made every job's backward 1.3-3x slower, with or
+        # without the fit check (vmem_fits): copies back allocated early
+        # take free blocks the backward's own allocations then miss, and
+        # libvmem gives memory back and maps it again, waiting for the
+        # device (the arena's regions 4-39 -> 39-84); docs/placement.md,
+        # "Fetching back by room".  Not with pace_room (one watermark reader).
+        self.fetch_room = False
+        self.room = RoomAhead()
         self.last_demand = 0
         self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
@@ -471,6 +564,10 @@ class Offload:
         self.step_prefetched = 0
         self.step_late = 0
         self.step_late_no_room = 0  # of step_late: no room under the limit for it ahead
+        self.step_ahead_max = 0  # the most bytes fetched ahead and not handed out at once
+        self.step_room_known = 0  # backward hook calls where fetch by room knew the room ahead
+        self.step_bw_hooks = 0    # backward hook calls that read the watermark for it
+        self.step_no_fit = 0      # fetches by room put off: no free block fitted them
         self.step_reclaimed = 0
         self.step_skipped = 0
         self.step_fwd_max = 0  # device bytes in use at the step's maximum before a backward pass
@@ -512,6 +609,9 @@ class Offload:
                               "offloaded": self.step_offloaded, "offloadable": self.step_offloadable,
                               "prefetched": self.step_prefetched, "late": self.step_late,
                               "late_no_room": self.step_late_no_room,
+                              "ahead_max": self.step_ahead_max,
+                              "room_known": self.step_room_known, "bw_hooks": self.step_bw_hooks,
+                              "no_fit": self.step_no_fit,
                               "reclaimed": self.step_reclaimed, "skipped": self.step_skipped,
                               "budget": self.budget.bytes, "device_max": dmax, "host_max": hmax,
                               "fwd_max": self.step_fwd_max,
@@ -556,6 +656,7 @@ class Offload:
             self._judge()
             self.skip = self.next_skip
             self.ex_last = self.ex
+            self.room.step_end(self.step_offloaded > 0 and self.budget.bytes > 0)
             self._reset_step()
             self._mark = (tot["pack_seconds"], tot["unpack_seconds"], tot["wait_seconds"])
 
@@ -853,6 +954,10 @@ class Offload:
         # residual branch): a record unpacked early below others leaves a
         # hole; the walk goes over holes and stops at the first record it
         # cannot fetch, and the pointer moves only past records done
+        # fetch by room: what the rest of the pass needs, where known
+        ahead = self.room.ahead() if self.fetch_room and self.in_backward else None
+        if ahead is not None:
+            self.step_room_known += 1
         k = self.fetch_next
         while k >= 0:
             r = self.records[k]
@@ -861,15 +966,30 @@ class Offload:
                     self.fetch_next -= 1
                 k -= 1
                 continue
-            if self.fetched_bytes + r.nbytes > self.budget.window_in and self.fetched_bytes:
+            if (ahead is None and self.fetched_bytes + r.nbytes > self.budget.window_in and
+                    self.fetched_bytes):
                 return
             if used is None:
                 used, limit = self.in_use(r.device.index or 0)
+            if ahead is not None and \
+                    self.fetched_bytes + r.nbytes + ahead > self.budget.target(limit):
+                return
             # a tensor still held is in `used` already: keeping it takes the
             # room a copy back would (its memory goes back once its copy out
             # is done, so holding it early is not free)
             i = self._pending_at(r)
             if used + (0 if i >= 0 else r.nbytes) > self.budget.target(limit):
+                return
+            # fetched by room, the copy back is allocated in the backward's
+            # middle, where the free memory may lie in pieces: an allocation
+            # no free block fits makes libvmem give memory back and map it
+            # again, which waits for the device (measured on an H100: the
+            # backward 2-5x slower, the arena's regions 7 -> 40-50); it
+            # waits for a later hook call, or its consumer
+            if (i < 0 and ahead is not None and self.fits is not None and
+                    not self.fits(r.device.index or 0, r.nbytes,
+                                  self.torch.cuda.current_stream(r.device).cuda_stream)):
+                self.step_no_fit += 1
                 return
             if i >= 0:
                 self._reclaim(r, i, ahead=True)
@@ -879,6 +999,7 @@ class Offload:
                 self.fetched_bytes += r.nbytes
                 self.step_prefetched += r.nbytes
                 self.totals["prefetched_bytes"] += r.nbytes
+            self.step_ahead_max = max(self.step_ahead_max, self.fetched_bytes)
             if k == self.fetch_next:
                 self.fetch_next -= 1
             k -= 1
@@ -892,11 +1013,36 @@ class Offload:
 
     def _unpack(self, p):
         torch = self.torch
-        if not self.in_backward and self.step_max is not None and self.budget.bytes > 0:
+        starts = not self.in_backward
+        if starts and self.step_max is not None and self.budget.bytes > 0:
             self._backward_starts(p)
         self.in_backward = True
         if torch.cuda.is_current_stream_capturing():
             return self._unpack_captured(p)
+        if not (self.fetch_room and self.watermark is not None and not self.pace_room and
+                self.budget.bytes > 0):
+            return self._unpack_hook(p)
+        with self.lock:
+            if starts:
+                self.room.pass_starts()
+            self.room.hook(self.watermark(self._device_of(p))[1])
+            self.step_bw_hooks += 1
+        try:
+            return self._unpack_hook(p)
+        finally:
+            with self.lock:
+                self.room.hook_done(self.fetched_bytes)
+
+    def _device_of(self, p):
+        dev = getattr(p, "device", None)
+        if dev is not None and getattr(dev, "type", "cuda") == "cuda" and dev.index is not None:
+            return dev.index
+        if self.records:
+            return self.records[0].device.index or 0
+        return self.torch.cuda.current_device()
+
+    def _unpack_hook(self, p):
+        torch = self.torch
         ex = self._hook(p.device.index or 0) if getattr(p, "is_cuda", False) or \
             isinstance(p, _Record) else None
         if not isinstance(p, _Record):
@@ -943,11 +1089,7 @@ class Offload:
     def _backward_starts(self, p):
         """A backward pass's first unpack: notes the step's device maximum
         so far (the forward passes' peak, before any fetch ahead)."""
-        dev = getattr(p, "device", None)
-        idx = dev.index if dev is not None and getattr(dev, "type", "cuda") == "cuda" else None
-        if idx is None:
-            idx = self.torch.cuda.current_device()
-        m = self.step_max(idx)
+        m = self.step_max(self._device_of(p))
         if m:
             self.step_fwd_max = max(self.step_fwd_max, m)
 
@@ -1056,6 +1198,22 @@ def _watermark_reader(lib_mod):
     return read
 
 
+def _fits_reader(lib_mod):
+    import ctypes
+    lib = lib_mod.load()
+    fn = getattr(lib, "vmem_fits", None)
+    if fn is None:  # an older libvmem: fetch by room does not ask
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    peek = lib.vmem_instance_peek
+
+    def fits(device, nbytes, stream):
+        v = peek(device)
+        return bool(v) and fn(v, nbytes, stream) == 1
+    return fits
+
+
 def install(lib_mod, torch, min_bytes=MiB, budget=None):
     """Installs the saved tensor hooks (process-wide default hooks, pushed
     on the calling thread, where the forward pass must run).  Idempotent;
@@ -1075,7 +1233,8 @@ def install(lib_mod, torch, min_bytes=MiB, budget=None):
 
     _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes, step_max=step_max,
                    watermark=_watermark_reader(lib_mod),
-                   step_naive=getattr(lib_mod, "step_naive", None))
+                   step_naive=getattr(lib_mod, "step_naive", None),
+                   fits=_fits_reader(lib_mod))
     torch._C._autograd._push_saved_tensors_default_hooks(_off.pack, _off.unpack)
     return _off
 

@@ -153,6 +153,8 @@ class FakeTorch:
         self.nn.Parameter = Parameter
 
         class Stream:
+            cuda_stream = 0
+
             def wait_stream(self, other):
                 pass
 
@@ -899,6 +901,151 @@ class HooksTest(unittest.TestCase):
         t = torch.cuda_tensor(4 * MiB, 1.0)
         o.unpack(o.pack(t))
         self.assertEqual(len(reads), 2)
+
+
+class RoomAheadTest(unittest.TestCase):
+    """The room the rest of a backward pass needs, on its own."""
+
+    @staticmethod
+    def run_pass(room, most, fetched=0):
+        """One backward pass of len(most) hook calls, the watermark reading
+        most[k] at call k; returns ahead() at each call."""
+        room.pass_starts()
+        seen = []
+        for m in most:
+            room.hook(m)
+            seen.append(room.ahead())
+            room.hook_done(fetched)
+        return seen
+
+    def test_nothing_is_known_until_two_steps_ran_the_pass_alike(self):
+        room = off.RoomAhead()
+        self.assertEqual(self.run_pass(room, [9, 5, 7, 2]), [None] * 4)
+        room.step_end(True)
+        self.assertEqual(self.run_pass(room, [9, 5, 7, 2]), [None] * 4)
+        room.step_end(True)
+        # the stretch after call k is read at call k + 1: [5, 7, 2]; from call
+        # k to the end the most is [7, 7, 2], and past the last stretch nothing
+        self.assertEqual(self.run_pass(room, [9, 5, 7, 2]), [7, 7, 2, None])
+
+    def test_the_room_ahead_is_the_most_of_the_last_two_steps_less_what_was_fetched(self):
+        room = off.RoomAhead()
+        self.run_pass(room, [100, 60, 50, 10], fetched=0)
+        room.step_end(True)
+        # the same needs, 20 bytes fetched ahead all along: the watermark reads
+        # 20 more, the stretches' own bytes are the same; one stretch needs 65
+        self.run_pass(room, [120, 80, 85, 30], fetched=20)
+        room.step_end(True)
+        self.assertEqual(room.suffix, [[65, 65, 10]])
+
+    def test_a_pass_that_changed_or_a_step_without_offload_is_forgotten(self):
+        room = off.RoomAhead()
+        for _ in range(2):
+            self.run_pass(room, [9, 5, 7, 2])
+            self.run_pass(room, [4, 4])  # a second pass (gradient accumulation)
+            room.step_end(True)
+        self.assertEqual(room.suffix, [[7, 7, 2], [4]])
+        self.run_pass(room, [9, 5, 7, 2, 1])  # one call more: not alike
+        self.run_pass(room, [4, 4])
+        room.step_end(True)
+        self.assertEqual(room.suffix, [None, [4]])
+        self.run_pass(room, [9, 5, 7, 2, 1])
+        room.step_end(False)
+        self.assertEqual((room.suffix, room.seen), ([], []))
+
+
+def fetched_by_room(limit, needs, steps, window_in=4 * MiB, fits_at=None):
+    """An Offload over a watermark that reads, at each unpack hook call k of
+    a step, needs[k] plus the bytes fetched ahead then (the program's own
+    bytes in the stretch before that call); runs `steps` steps of 6 tensors
+    of 4 MiB offloaded and unpacked in reverse (fits_at: the calls at which
+    libvmem's free blocks fit a copy back; None: not asked); returns (o, log of the last
+    step's copies back, bytes fetched ahead after each of its calls)."""
+    calls = []
+    torch, o, state = make(GiB, used=GiB, limit=limit,
+                           watermark=lambda dev: (GiB, needs[len(calls) % len(needs)] +
+                                                  o.fetched_bytes, limit),
+                           fits=None if fits_at is None else
+                           lambda dev, n, stream: len(calls) % 6 in fits_at)
+    o.fetch_room = True  # a study knob, off by default
+    target = o.budget.target(limit)
+    for _ in range(steps):
+        o.budget.window_in = window_in  # (a step end sets it from the limit)
+        ts, packed = offloaded(torch, o, 6)
+        torch.log.clear()
+        held = []
+        for k in range(5, -1, -1):
+            self_check = o.unpack(packed[k])
+            assert self_check.values()[:8] == ts[k].values()[:8]
+            calls.append(k)
+            held.append(o.fetched_bytes)
+        log = [kind for kind, _ in torch.log if kind.startswith("h2d")]
+        del ts, packed, self_check
+        o.step_end(lambda dev: (limit, target + MiB, 0))  # the dead band: the budget holds
+        gc.collect()
+    return o, log, held
+
+
+class FetchByRoomTest(unittest.TestCase):
+    def test_the_fetch_ahead_takes_the_room_the_rest_of_the_pass_leaves(self):
+        limit = 10 * GiB
+        target = limit - int(limit * 0.03)
+        # the program's own bytes after each call: 8 MiB of room under the
+        # target for two calls, then 40 MiB
+        needs = [GiB, target - 8 * MiB, target - 8 * MiB, target - 40 * MiB,
+                 target - 40 * MiB, target - 40 * MiB]
+        o, log, held = fetched_by_room(limit, needs, steps=2)
+        # the first two steps know nothing: the window (one tensor) ahead
+        self.assertEqual(held, [4 * MiB] * 5 + [0])
+        self.assertEqual(log, ["h2d-late"] + ["h2d"] * 5)
+        o, log, held = fetched_by_room(limit, needs, steps=3)
+        # the third: two ahead while the room is 8 MiB, then all of them
+        self.assertEqual(held, [8 * MiB, 8 * MiB, 12 * MiB, 8 * MiB, 4 * MiB, 0])
+        self.assertEqual(log, ["h2d-late"] + ["h2d"] * 5)
+        self.assertEqual(o.last_step["ahead_max"], 12 * MiB)
+        self.assertEqual(o.last_step["room_known"], 5)  # not at the last call: nothing after it
+        self.assertEqual(o.last_step["bw_hooks"], 6)
+
+    def test_a_fetch_by_room_waits_where_no_free_block_fits_it(self):
+        limit = 10 * GiB
+        target = limit - int(limit * 0.03)
+        needs = [GiB, target - 8 * MiB, target - 8 * MiB, target - 40 * MiB,
+                 target - 40 * MiB, target - 40 * MiB]
+        # libvmem's free blocks fit a copy back only at call 3
+        o, log, held = fetched_by_room(limit, needs, steps=3, fits_at={3})
+        self.assertEqual(held, [0, 0, 0, 8 * MiB, 4 * MiB, 0])
+        self.assertEqual(log, ["h2d-late"] * 4 + ["h2d"] * 2)
+        self.assertEqual(o.last_step["no_fit"], 3)
+
+    def test_no_room_ahead_fetches_only_late(self):
+        limit = 10 * GiB
+        target = limit - int(limit * 0.03)
+        needs = [GiB] + [target - MiB] * 5  # the rest of the pass leaves no room
+        o, log, held = fetched_by_room(limit, needs, steps=3)
+        self.assertEqual(held, [0] * 6)
+        self.assertEqual(log, ["h2d-late"] * 6)
+
+    def test_off_by_default_the_window_fetches_ahead_as_before(self):
+        limit = 10 * GiB
+        target = limit - int(limit * 0.03)
+        needs = [GiB, target - 8 * MiB, target - 8 * MiB, target - 40 * MiB,
+                 target - 40 * MiB, target - 40 * MiB]
+        calls = []
+        torch, o, _ = make(GiB, used=GiB, limit=limit,
+                           watermark=lambda dev: (GiB, needs[len(calls) % 6], limit))
+        self.assertFalse(o.fetch_room)
+        for _ in range(3):
+            o.budget.window_in = 4 * MiB
+            ts, packed = offloaded(torch, o, 6)
+            held = []
+            for k in range(5, -1, -1):
+                o.unpack(packed[k])
+                calls.append(k)
+                held.append(o.fetched_bytes)
+            del ts, packed
+            o.step_end(lambda dev: (limit, target + MiB, 0))
+        self.assertEqual(held, [4 * MiB] * 5 + [0])
+        self.assertEqual(o.last_step["bw_hooks"], 0)  # the watermark is not read
 
 
 class ChoiceTest(unittest.TestCase):

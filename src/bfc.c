@@ -1299,6 +1299,18 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
     return chunk_take(a, c, rs, size) ? (void *)c->addr : NULL;
 }
 
+int bfc_fits(const bfc_arena_t *a, size_t size, uintptr_t stream)
+{
+    size_t rs = bfc_round(size);
+    if (rs == 0)
+        return 0;
+    if (bin_find(a, rs, stream, 0) || (a->share_dedicated && a->params.growth.share &&
+                                       bin_find(a, rs, stream, 1)))
+        return 1;
+    size_t held = a->held + a->others_held, need = align_up(rs, a->granule);
+    return !a->pending && held < a->limit && need >= rs && need <= a->limit - held;
+}
+
 /* Merges free chunk c with its free neighbours of the same stream key. */
 static bfc_chunk_t *chunk_coalesce(bfc_arena_t *a, bfc_chunk_t *c)
 {

@@ -252,6 +252,13 @@ int bfc_contains(const bfc_arena_t *a, const void *p);
 /* Finds the live chunk containing p (NULL if none). */
 const bfc_chunk_t *bfc_find_live(const bfc_arena_t *a, const void *p);
 
+/* 1 if bfc_alloc(a, size, stream) would be served now without giving
+ * memory back: a free chunk fits it, or the limit leaves room for a region
+ * of its size.  0 otherwise (then bfc_alloc fails, and the caller's way out,
+ * releasing free memory to map it again, waits for the device).  Changes
+ * nothing. */
+int bfc_fits(const bfc_arena_t *a, size_t size, uintptr_t stream);
+
 /* Sets the limit.  If held exceeds it, gives back empty regions (and, for
  * splittable backends, free granules) until held <= limit; if that is not
  * enough, the arena is left pending.  Returns VMEM_OK or VMEM_PENDING. */

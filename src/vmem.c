@@ -563,6 +563,21 @@ static void *device_alloc(vmem_t *v, size_t size, uintptr_t key)
     return p;
 }
 
+int vmem_fits(vmem_t *v, size_t size, void *stream)
+{
+    if (!v || !size)
+        return 0;
+    pthread_mutex_lock(&v->lock);
+    /* the key an allocation on stream would get (stream_key without its
+     * side effects: a stream not seen yet would turn multi_stream on) */
+    uintptr_t key = 0;
+    if (v->multi_stream || (v->nstreams && v->streams[0] != stream))
+        key = (uintptr_t)stream + 1;
+    int fits = bfc_fits(&v->dev, size, key);
+    pthread_mutex_unlock(&v->lock);
+    return fits;
+}
+
 /* Routing: where the placement planner puts the allocation (placement.c),
  * else the device within the limit, else the host fallback. */
 static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *st,

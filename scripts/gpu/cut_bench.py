@@ -48,7 +48,10 @@ offload does not call vmem_step_naive, and the planner follows its plan for
 the rest of that step, the way before),
 CUT_OFFLOAD_PACE_ROOM (1: copies out paced by the room under the limit that
 the last step's allocations between hook calls leave, instead of by the
-window; a study knob).
+window; a study knob),
+CUT_OFFLOAD_FETCH_ROOM (1: the fetch ahead holds as much as the room the
+rest of the backward pass leaves, learned from the last two steps, instead of
+its window, 1/32 of the limit; a study knob, slower on an H100).
 Results: $OUT/cut-bench.json and a table on stdout.
 """
 
@@ -205,7 +208,8 @@ def worker(a):
                 ("CUT_OFFLOAD_PACE_ROOM", None, "pace_room"),
                 ("CUT_OFFLOAD_GPU_PACE", None, "gpu_pace"),
                 ("CUT_OFFLOAD_SPREAD", None, "spread"),
-                ("CUT_OFFLOAD_SKIP", None, "learn_skip"))
+                ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
+                ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"))
     wf = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC")
     wi = os.environ.get("CUT_OFFLOAD_WINDOW_IN_FRAC")
     choice = os.environ.get("CUT_OFFLOAD_CHOICE")
@@ -333,7 +337,7 @@ def worker(a):
                         "offloaded", "prefetched", "late", "late_no_room", "reclaimed", "skipped",
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
                         "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
-                        "spread", "choice")}
+                        "spread", "choice", "ahead_max", "room_known", "bw_hooks", "no_fit")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                     rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
@@ -372,9 +376,12 @@ def worker(a):
                             "; measured median step %.1f ms first tensors, %.1f ms spread" % (
                                 o["choice"][0] * 1e3, o["choice"][1] * 1e3)
                             if o.get("choice") else ""))
-                    log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB)" % (
-                        o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3, rec["trims"],
-                        rec["trimmed"] / 1e9))
+                    log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB); "
+                        "fetch by room: room ahead known at %d of %d backward hook calls, at most "
+                        "%.2f GB fetched ahead at once, %d fetches put off for want of a free block" % (
+                            o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3, rec["trims"],
+                            rec["trimmed"] / 1e9, o["room_known"], o["bw_hooks"],
+                            o["ahead_max"] / 1e9, o["no_fit"]))
                     if o["hooks"]:
                         log("    pace_room: %d hook calls (%d excursions known), largest "
                             "excursion %.2f GB, %d waits for room; largest miss %.2f GB at "

@@ -341,3 +341,33 @@ Test(stats, watermark_between_reads)
     cr_assert_eq(most, 2 * MiB);
     vmem_destroy(v);
 }
+
+/* vmem_fits: 1 only where the allocation would be served without giving
+ * memory back (a free block fits, or the limit leaves room to map more). */
+Test(stats, fits_says_where_an_allocation_needs_no_release)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 16 * MiB, 0, 64 * MiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    cr_assert_eq(vmem_fits(NULL, MiB, NULL), 0);
+    cr_assert_eq(vmem_fits(v, 0, NULL), 0);
+    cr_assert_eq(vmem_fits(v, 4 * MiB, NULL), 1, "room under the limit");
+    cr_assert_eq(vmem_fits(v, 17 * MiB, NULL), 0, "above the limit");
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(location_of(v, p[i]), VMEM_LOC_DEVICE);
+    }
+    cr_assert_eq(vmem_fits(v, 4 * MiB, NULL), 0, "the device is full");
+    vmem_free(v, p[1]);
+    cr_assert_eq(vmem_fits(v, 4 * MiB, NULL), 1, "the free block fits it");
+    cr_assert_eq(vmem_fits(v, 5 * MiB, NULL), 0, "nothing free fits 5 MiB");
+    vmem_free(v, p[3]);
+    /* 8 MiB free in two blocks of 4 that are not neighbours */
+    cr_assert_eq(vmem_fits(v, 8 * MiB, NULL), 0, "no one free block of 8 MiB");
+    vmem_free(v, p[2]); /* 1, 2 and 3 merge */
+    cr_assert_eq(vmem_fits(v, 12 * MiB, NULL), 1);
+    cr_assert_eq(vmem_fits(v, 13 * MiB, NULL), 0);
+    vmem_free(v, p[0]);
+    vmem_destroy(v);
+}
