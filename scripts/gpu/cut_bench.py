@@ -197,6 +197,12 @@ def worker(a):
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import framework_proof as fp
     L = fp.load_libvmem()
+    import libvmem_offload
+    stats_of = libvmem_offload._stats_reader(L)
+
+    def region_counts():
+        s = stats_of(torch.cuda.current_device())
+        return (s.device_region_allocs, s.device_region_frees) if s is not None else (0, 0)
     import torch
     # with the optimizer post-step hook: no step_end() below; the saved
     # tensor offload as VMEM_TORCH_OFFLOAD says (main() sets it per mode)
@@ -216,7 +222,6 @@ def worker(a):
     nac = os.environ.get("CUT_OFFLOAD_NAIVE_AT_CUT")
     if (any(os.environ.get(name) for name, _, _ in switches) or wf or wi or choice or nac) and \
             L.offload_stats().get("installed"):
-        import libvmem_offload
         off = libvmem_offload._off
         for name, part, attr in switches:
             val = os.environ.get(name)
@@ -266,6 +271,7 @@ def worker(a):
                 res.setdefault("limits", {})[name] = lim
             for k in range(n):
                 s0 = L.stats()
+                r0 = region_counts()
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
                 prof = None
@@ -304,6 +310,7 @@ def worker(a):
                     prof.export_chrome_trace(path)
                     log(stream_busy(path))
                 s1 = L.stats()
+                r1 = region_counts()
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
                        "cpu_ms": t_cpu * 1e3,
                        "libvmem_steps": s1["steps"] - s0["steps"],
@@ -319,6 +326,10 @@ def worker(a):
                        "swap_points": s1.get("swapPoints", 0) - s0.get("swapPoints", 0),
                        "swap_skipped": s1.get("swapSkipped", 0) - s0.get("swapSkipped", 0),
                        "regions": s1.get("deviceRegions"),
+                       # regions mapped and unmapped in the step: at the limit, an
+                       # allocation no free block fits makes libvmem give memory
+                       # back and map it again, which waits for the device
+                       "region_maps": r1[0] - r0[0], "region_unmaps": r1[1] - r0[1],
                        "trims": s1.get("deviceTrims", 0) - s0.get("deviceTrims", 0),
                        "trimmed": s1.get("deviceTrimmedBytes", 0) - s0.get("deviceTrimmedBytes", 0),
                        "held": s1.get("deviceHeld"),
@@ -345,14 +356,15 @@ def worker(a):
                 log("%s %s %-8s %2d %8.1f ms (fwd %.1f, bwd %.1f, cpu %.1f) loss %.5f host %.2f GB (plan %.2f "
                     "fb %.2f mv %.2f) "
                     "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
-                    "%s regions, held %.2f GB" % (
+                    "%s regions (%d mapped, %d unmapped in the step), held %.2f GB" % (
                         a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"],
                         rec["cpu_ms"], rec["loss"],
                         rec["host_placed"] / 1e9,
                         rec["planned"] / 1e9, rec["fallback"] / 1e9, rec["moved_to_host"] / 1e9,
                         rec["host_in_use"] / 1e9, rec["rule"], rec["swap_out"] / 1e9,
                         rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"],
-                        rec["regions"], (rec["held"] or 0) / 1e9))
+                        rec["regions"], rec["region_maps"], rec["region_unmaps"],
+                        (rec["held"] or 0) / 1e9))
                 if scaler is not None or rec["libvmem_steps"] != 1:
                     log("    libvmem steps ended in this iteration: %d%s" % (
                         rec["libvmem_steps"],
