@@ -302,10 +302,11 @@ VMEM_API vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t
 /* Statistics                                                               */
 /* ------------------------------------------------------------------------ */
 
-#define VMEM_STATS_VERSION 5 /* 2: placement .. device_trimmed appended;
+#define VMEM_STATS_VERSION 6 /* 2: placement .. device_trimmed appended;
                                 3: swap_out_bytes .. swap_skipped appended;
                                 4: cur_step_device_max, cur_step_host_max;
-                                5: naive_chosen_steps */
+                                5: naive_chosen_steps;
+                                6: device_syncs, device_sync_seconds */
 
 typedef struct vmem_stats {
     uint32_t size;              /* set by the caller: sizeof(vmem_stats_t) */
@@ -395,6 +396,12 @@ typedef struct vmem_stats {
      * last step, naive put no more bytes on host than its plan (fixed
      * farthest-first rule only; docs/placement.md). */
     uint64_t naive_chosen_steps;
+    /* Device synchronisations the backend made since create (vmm: before
+     * unmapping memory it gives back, moving or parking live data; each
+     * waits for all the device's queued work, on every stream) and the
+     * seconds the calling threads waited in them.  0 on other backends. */
+    uint64_t device_syncs;
+    double device_sync_seconds;
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

@@ -522,16 +522,23 @@ static vmem_status_t vmm_region_alloc_host(backend_t *b, size_t size, void *hint
     return region_alloc_kind(b, size, hint, base, VMM_HOST);
 }
 
+/* A device synchronisation, counted and timed (the CPU's wait). */
+static CUresult ctx_sync(vmm_backend_t *m)
+{
+    double t0 = seconds();
+    CUresult r = m->cu->CtxSynchronize();
+    m->t_sync += seconds() - t0;
+    m->n.syncs++;
+    return r;
+}
+
 /* The device must be at rest before memory is unmapped or live data copied:
  * once per release batch, else every time. */
 static CUresult device_quiet(vmm_backend_t *m)
 {
     if (m->batch_depth && m->batch_synced)
         return CUDA_SUCCESS;
-    double t0 = seconds();
-    CUresult r = m->cu->CtxSynchronize();
-    m->t_sync += seconds() - t0;
-    m->n.syncs++;
+    CUresult r = ctx_sync(m);
     if (m->batch_depth && r == CUDA_SUCCESS)
         m->batch_synced = 1;
     return r;
@@ -1744,8 +1751,7 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
         free(late);
         return VMEM_ERR_BACKEND;
     }
-    CUresult r = m->cu->CtxSynchronize(); /* the data must be at rest */
-    m->n.syncs++;
+    CUresult r = ctx_sync(m); /* the data must be at rest */
     int huge_in = 0; /* huge mappings inside the run, moved through the mirror */
     if (r == CUDA_SUCCESS) {
         r = edges_whole(m, first, n); /* could not split: nothing moves */
@@ -1924,8 +1930,7 @@ static vmem_status_t vmm_region_park(backend_t *b, void *base, size_t size)
         return VMEM_ERR_BACKEND;
     double w0 = seconds(), w1 = w0, w2 = w0;
     size_t maps = 0;
-    CUresult r = m->cu->CtxSynchronize(); /* queued work may still use it */
-    m->n.syncs++;
+    CUresult r = ctx_sync(m); /* queued work may still use it */
     if (r == CUDA_SUCCESS)
         r = edges_whole(m, first, n); /* could not split: nothing parks */
     if (r == CUDA_SUCCESS) {
@@ -2438,6 +2443,7 @@ int backend_vmm_counters(const backend_t *b, backend_vmm_counters_t *out)
     out->huge_bytes = m->hugen * m->granule;
     out->unmap_runs = m->unmap_runs;
     out->zombie_bytes = m->zombie;
+    out->sync_seconds = m->t_sync;
     out->swap_steps = m->swap_steps;
     out->staged_steps = m->staged_steps;
     out->mirror_steps = m->mirror_steps;

@@ -81,6 +81,7 @@ typedef struct backend_vmm_counters {
     unsigned long long swap_steps;   /* steps of moves to host by swap (VMEM_VMM_MOVE_SWAP) */
     unsigned long long mirror_steps; /* steps of moves to host through the mirror (VMEM_VMM_MOVE_MIRROR) */
     unsigned long long staged_steps; /* steps of moves through staging */
+    double sync_seconds;       /* the CPU's time in those synchronisations */
 } backend_vmm_counters_t;
 
 struct backend;

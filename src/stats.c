@@ -8,6 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef VMEM_HAVE_CUDA
+#include "cuda_driver.h"
+#endif
 #include "safefile.h"
 #include "vmem_internal.h"
 
@@ -91,6 +94,13 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.cur_step_device_max = v->step_dev_max;
     s.cur_step_host_max = v->step_host_max;
     s.naive_chosen_steps = v->place.stats.naive_chosen;
+#ifdef VMEM_HAVE_CUDA
+    backend_vmm_counters_t vc;
+    if (backend_vmm_counters(v->dev_backend, &vc) == 0) {
+        s.device_syncs = vc.syncs;
+        s.device_sync_seconds = vc.sync_seconds;
+    }
+#endif
     s.placed_host_allocs = v->place.stats.planned_host_allocs;
     s.placed_host_bytes = v->place.stats.planned_host_bytes;
     s.fallback_allocs = v->place.stats.fallback_allocs;
@@ -231,6 +241,8 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)s.moved_to_device_bytes, (unsigned long long)s.planned_steps,
             (unsigned long long)s.diverged_steps);
     jprintf(&j, ",\"naiveChosenSteps\":%llu", (unsigned long long)s.naive_chosen_steps);
+    jprintf(&j, ",\"deviceSyncs\":%llu,\"deviceSyncSeconds\":%.6f",
+            (unsigned long long)s.device_syncs, s.device_sync_seconds);
     jprintf(&j, ",\"planHostBytes\":%llu,\"hostFreedBytes\":%llu,\"hostLifeEvents\":%.1f",
             (unsigned long long)s.plan_host_bytes, (unsigned long long)s.host_freed_bytes,
             s.host_life_events);

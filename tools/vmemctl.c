@@ -336,6 +336,8 @@ static const struct row {
     {"device", "unused, mean", "deviceUnusedMean", ROW_SIZE},
     {"device", "trims", "deviceTrims", ROW_COUNT},
     {"device", "trimmed", "deviceTrimmedBytes", ROW_SIZE},
+    {"device", "syncs (vmm)", "deviceSyncs", ROW_COUNT},
+    {"device", "their wait (s)", "deviceSyncSeconds", ROW_RATIO},
     {"host", "fallback", "hostFallback", ROW_BOOL},
     {"host", "limit", "hostLimit", ROW_SIZE},
     {"host", "held", "hostHeld", ROW_SIZE},

@@ -200,9 +200,12 @@ def worker(a):
     import libvmem_offload
     stats_of = libvmem_offload._stats_reader(L)
 
-    def region_counts():
+    def region_counts():  # regions mapped, unmapped; device syncs, seconds waited in them
         s = stats_of(torch.cuda.current_device())
-        return (s.device_region_allocs, s.device_region_frees) if s is not None else (0, 0)
+        if s is None:
+            return (0, 0, 0, 0.0)
+        return (s.device_region_allocs, s.device_region_frees, s.device_syncs,
+                s.device_sync_seconds)
     import torch
     # with the optimizer post-step hook: no step_end() below; the saved
     # tensor offload as VMEM_TORCH_OFFLOAD says (main() sets it per mode)
@@ -330,6 +333,7 @@ def worker(a):
                        # allocation no free block fits makes libvmem give memory
                        # back and map it again, which waits for the device
                        "region_maps": r1[0] - r0[0], "region_unmaps": r1[1] - r0[1],
+                       "syncs": r1[2] - r0[2], "sync_ms": (r1[3] - r0[3]) * 1e3,
                        "trims": s1.get("deviceTrims", 0) - s0.get("deviceTrims", 0),
                        "trimmed": s1.get("deviceTrimmedBytes", 0) - s0.get("deviceTrimmedBytes", 0),
                        "held": s1.get("deviceHeld"),
@@ -356,7 +360,8 @@ def worker(a):
                 log("%s %s %-8s %2d %8.1f ms (fwd %.1f, bwd %.1f, cpu %.1f) loss %.5f host %.2f GB (plan %.2f "
                     "fb %.2f mv %.2f) "
                     "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
-                    "%s regions (%d mapped, %d unmapped in the step), held %.2f GB" % (
+                    "%s regions (%d mapped, %d unmapped in the step; %d device syncs, %.1f ms "
+                    "waited), held %.2f GB" % (
                         a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"],
                         rec["cpu_ms"], rec["loss"],
                         rec["host_placed"] / 1e9,
@@ -364,7 +369,7 @@ def worker(a):
                         rec["host_in_use"] / 1e9, rec["rule"], rec["swap_out"] / 1e9,
                         rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"],
                         rec["regions"], rec["region_maps"], rec["region_unmaps"],
-                        (rec["held"] or 0) / 1e9))
+                        rec["syncs"], rec["sync_ms"], (rec["held"] or 0) / 1e9))
                 if scaler is not None or rec["libvmem_steps"] != 1:
                     log("    libvmem steps ended in this iteration: %d%s" % (
                         rec["libvmem_steps"],

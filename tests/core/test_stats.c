@@ -68,6 +68,8 @@ Test(stats, struct_fields_sane)
     cr_assert_eq(s.size, sizeof s);
     cr_assert_eq(s.version, VMEM_STATS_VERSION);
     cr_assert_str_eq(s.backend, "sim");
+    cr_assert_eq(s.device_syncs, 0, "a simulated device never waits");
+    cr_assert_eq(s.device_sync_seconds, 0);
     cr_assert_eq(s.limit, 8 * MiB);
     cr_assert_eq(s.pending_limit, 0);
     cr_assert_eq(s.start_cap, 16 * MiB);

@@ -138,6 +138,28 @@ Test(vmm_gpu, shrink_gives_back_free_pages_inside_used_ranges)
     vmem_destroy(v);
 }
 
+/* The statistics count the backend's device synchronisations: giving
+ * memory back (a shrink below what is held) waits for the device once. */
+Test(vmm_gpu, stats_count_the_device_synchronisations_of_a_release)
+{
+    vmem_t *v = open_vmm(2 * GiB, GiB);
+    void *p = vmem_alloc(v, 256 * MiB), *q = vmem_alloc(v, 256 * MiB);
+    cr_assert(p && q);
+    cr_assert_eq(gpu_fill(p, 64 * MiB, 1), 0);
+    vmem_stats_t s0 = {.size = sizeof s0}, s1 = {.size = sizeof s1};
+    cr_assert_eq(vmem_get_stats(v, &s0), VMEM_OK);
+    cr_assert_eq(vmem_free(v, q), VMEM_OK);
+    size_t applied = 0;
+    cr_assert_eq(vmem_set_limit(v, 256 * MiB, &applied), VMEM_OK);
+    cr_assert_eq(vmem_get_stats(v, &s1), VMEM_OK);
+    cr_assert_gt(s1.device_syncs, s0.device_syncs, "the release synchronised: %llu -> %llu",
+                 (unsigned long long)s0.device_syncs, (unsigned long long)s1.device_syncs);
+    cr_assert_geq(s1.device_sync_seconds, s0.device_sync_seconds);
+    expect_words(p, 256 * MiB, 1, 1, 0);
+    cr_assert_eq(vmem_free(v, p), VMEM_OK);
+    vmem_destroy(v);
+}
+
 static void need_host_backing(vmem_t *v)
 {
     if (!(v->dev_backend->flags & BACKEND_F_HOST_BACKING)) {
