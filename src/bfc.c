@@ -1272,6 +1272,18 @@ static int chunk_take(bfc_arena_t *a, bfc_chunk_t *c, size_t rs, size_t size)
     return chunk_take_from(a, c, rs, size, 1);
 }
 
+/* The free chunk bfc_alloc takes for rs bytes on stream, or NULL. */
+static bfc_chunk_t *free_fit(const bfc_arena_t *a, size_t rs, uintptr_t stream)
+{
+    bfc_chunk_t *c = bin_find(a, rs, stream, 0);
+    /* Uncapped, splitting a free dedicated chunk holds less than growing
+     * (docs/benchmarks.md, "Held over live"); under a limit dedicated regions
+     * stay whole, to be given back to the large requests they were made for. */
+    if (!c && a->share_dedicated && a->params.growth.share)
+        c = bin_find(a, rs, stream, 1);
+    return c;
+}
+
 void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
 {
     size_t rs = bfc_round(size);
@@ -1279,12 +1291,7 @@ void *bfc_alloc(bfc_arena_t *a, size_t size, uintptr_t stream)
         a->last_fail = BFC_FAIL_SIZE;
         return NULL;
     }
-    bfc_chunk_t *c = bin_find(a, rs, stream, 0);
-    /* Uncapped, splitting a free dedicated chunk holds less than growing
-     * (docs/benchmarks.md, "Held over live"); under a limit dedicated regions
-     * stay whole, to be given back to the large requests they were made for. */
-    if (!c && a->share_dedicated && a->params.growth.share)
-        c = bin_find(a, rs, stream, 1);
+    bfc_chunk_t *c = free_fit(a, rs, stream);
     if (!c) {
         /* A grow that failed may still have added a region (placed away
          * from the tail it was to extend) that serves the request. */
@@ -1304,8 +1311,7 @@ int bfc_fits(const bfc_arena_t *a, size_t size, uintptr_t stream)
     size_t rs = bfc_round(size);
     if (rs == 0)
         return 0;
-    if (bin_find(a, rs, stream, 0) || (a->share_dedicated && a->params.growth.share &&
-                                       bin_find(a, rs, stream, 1)))
+    if (free_fit(a, rs, stream))
         return 1;
     size_t held = a->held + a->others_held, need = align_up(rs, a->granule);
     return !a->pending && held < a->limit && need >= rs && need <= a->limit - held;

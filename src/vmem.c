@@ -411,22 +411,30 @@ static int stream_index(vmem_t *v, void *stream)
     return v->nstreams++;
 }
 
+/* The key stream_key gives blocks allocated on stream, without its side
+ * effects (registering the first stream, turning multi_stream on). */
+static uintptr_t stream_key_peek(const vmem_t *v, void *stream)
+{
+    if (!v->multi_stream && (v->nstreams == 0 || v->streams[0] == stream))
+        return 0;
+    return (uintptr_t)stream + 1; /* never 0: 0 means "any stream" */
+}
+
 /* The stream key of blocks allocated on stream: 0 ("any stream") while a
  * single stream has been seen, the stream's own key afterwards. */
 static uintptr_t stream_key(vmem_t *v, void *stream)
 {
-    if (!v->multi_stream) {
-        if (v->nstreams == 0)
-            stream_index(v, stream);
-        if (v->streams[0] == stream)
-            return 0;
+    if (!v->multi_stream && v->nstreams == 0)
+        stream_index(v, stream); /* the first stream seen */
+    uintptr_t key = stream_key_peek(v, stream);
+    if (key && !v->multi_stream) {
         /* A second stream: from now on free blocks carry their stream.  What
          * was freed before on the first stream has key 0 and may still be
          * in use by its queued work: wait for it, once. */
         stream_wait(v, v->streams[0]);
         v->multi_stream = 1;
     }
-    return (uintptr_t)stream + 1; /* never 0: 0 means "any stream" */
+    return key;
 }
 
 /* The stream key of a block freed on stream.  Once several streams are in
@@ -568,12 +576,7 @@ int vmem_fits(vmem_t *v, size_t size, void *stream)
     if (!v || !size)
         return 0;
     pthread_mutex_lock(&v->lock);
-    /* the key an allocation on stream would get (stream_key without its
-     * side effects: a stream not seen yet would turn multi_stream on) */
-    uintptr_t key = 0;
-    if (v->multi_stream || (v->nstreams && v->streams[0] != stream))
-        key = (uintptr_t)stream + 1;
-    int fits = bfc_fits(&v->dev, size, key);
+    int fits = bfc_fits(&v->dev, size, stream_key_peek(v, stream));
     pthread_mutex_unlock(&v->lock);
     return fits;
 }

@@ -198,6 +198,7 @@ def worker(a):
     import framework_proof as fp
     L = fp.load_libvmem()
     import libvmem_offload
+    import torch
     stats_of = libvmem_offload._stats_reader(L)
 
     def region_counts():  # regions mapped, unmapped; device syncs, seconds waited in them
@@ -206,7 +207,6 @@ def worker(a):
             return (0, 0, 0, 0.0)
         return (s.device_region_allocs, s.device_region_frees, s.device_syncs,
                 s.device_sync_seconds)
-    import torch
     # with the optimizer post-step hook: no step_end() below; the saved
     # tensor offload as VMEM_TORCH_OFFLOAD says (main() sets it per mode)
     L.install_torch()
