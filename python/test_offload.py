@@ -1143,5 +1143,108 @@ class ChoiceTest(unittest.TestCase):
         self.assertFalse(o.spread)
 
 
+class FastCudaTest(unittest.TestCase):
+    """_FastCuda over a stand-in for torch's calls underneath torch.cuda:
+    a current stream per device, kept as (stream id, device, type)."""
+
+    def fake(self):
+        log = []
+
+        class Stream:
+            def __init__(self, stream_id=0, device_index=0, device_type=1):
+                self.stream_id, self.device_index, self.device_type = (
+                    stream_id, device_index, device_type)
+
+            def wait_event(self, ev):
+                log.append(("wait", self.stream_id, ev))
+
+            def wait_stream(self, other):
+                log.append(("wait_stream", self.stream_id, other.stream_id))
+
+        class Event:
+            def record(self, stream):
+                log.append(("record", stream.stream_id, self))
+
+        class Ctx:  # torch.cuda.stream: notes that it was used
+            def __init__(self, st):
+                self.st = st
+
+            def __enter__(self):
+                log.append(("torch.cuda.stream", self.st.stream_id))
+
+            def __exit__(self, *a):
+                return False
+
+        state = {"dev": 0, "cur": {0: (0, 0, 1), 1: (0, 1, 1)}}
+
+        def set_stream(sid, idx, typ):
+            state["cur"][idx] = (sid, idx, typ)
+            state["dev"] = idx  # PyTorch's setStream switches to the stream's device
+        C = type("C", (), {
+            "_cuda_getCurrentStream": staticmethod(lambda idx: state["cur"][idx]),
+            "_cuda_setStream": staticmethod(set_stream),
+            "_cuda_getDevice": staticmethod(lambda: state["dev"])})
+        cuda = type("Cuda", (), {})()
+        cuda.Stream = Stream
+        cuda.Event = Event
+        cuda.stream = Ctx
+        cuda.current_stream = lambda device=None: ("torch.cuda.current_stream", device)
+        torch = type("T", (), {})()
+        torch._C, torch.cuda = C, cuda
+        return torch, state, log, Stream
+
+    def test_current_stream_is_one_object_per_stream(self):
+        torch, state, _, _ = self.fake()
+        fc = off._FastCuda(torch)
+        self.assertTrue(fc.raw)
+        a = fc.current(0)
+        self.assertEqual((a.stream_id, a.device_index), (0, 0))
+        self.assertIs(fc.current(0), a)  # cached: no new object per call
+        state["cur"][0] = (7, 0, 1)
+        b = fc.current(Device("cuda", 0))  # a torch.device does as well as an index
+        self.assertEqual(b.stream_id, 7)
+        self.assertIsNot(b, a)
+        state["dev"] = 1
+        self.assertEqual(fc.current(Device("cuda")).device_index, 1)  # no index: the current device
+        fc.raw = False  # the study knob: torch.cuda's own
+        self.assertEqual(fc.current(0), ("torch.cuda.current_stream", 0))
+
+    def test_on_makes_a_stream_current_and_restores_the_one_before(self):
+        torch, state, log, Stream = self.fake()
+        fc = off._FastCuda(torch)
+        s = Stream(5, 0, 1)
+        with fc.on(s):
+            self.assertEqual(state["cur"][0], (5, 0, 1))
+        self.assertEqual(state["cur"][0], (0, 0, 1))
+        with self.assertRaises(ValueError):
+            with fc.on(s):
+                raise ValueError
+        self.assertEqual(state["cur"][0], (0, 0, 1))  # restored on an exception too
+        self.assertEqual(log, [])
+        # a stream of another device: torch.cuda.stream, which switches devices too
+        with fc.on(Stream(9, 1, 1)):
+            pass
+        self.assertEqual(log, [("torch.cuda.stream", 9)])
+        self.assertEqual(state["cur"][1], (0, 1, 1))
+
+    def test_wait_records_on_the_stream_and_the_waiter_waits(self):
+        torch, _, log, Stream = self.fake()
+        fc = off._FastCuda(torch)
+        w, s = Stream(3), Stream(4)
+        fc.wait(w, s)
+        self.assertEqual([x[:2] for x in log], [("record", 4), ("wait", 3)])
+        self.assertIs(log[0][2], log[1][2])  # the same event
+        log.clear()
+        fc.raw = False
+        fc.wait(w, s)
+        self.assertEqual(log, [("wait_stream", 3, 4)])
+
+    def test_without_the_calls_underneath_it_is_torch_cuda(self):
+        torch = FakeTorch()  # no torch._C
+        fc = off._FastCuda(torch)
+        self.assertFalse(fc.raw)
+        self.assertIs(fc.current(0), torch.cur_stream)
+
+
 if __name__ == "__main__":
     unittest.main()

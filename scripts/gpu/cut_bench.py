@@ -37,7 +37,12 @@ proportion budget / offloadable, rather than the first ones; a study knob),
 CUT_OFFLOAD_CHOICE (1: the offload measures both ways per limit and keeps the
 faster, libvmem_offload.Choice; a study knob, needs CUT_STEPS of 24 or so),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
-each stream's busy time,
+each stream's busy time (CUT_PROFILE=cpu: with the CPU's activity, the last
+full step profiled too, and the compute stream's idle time split into waiting
+for the CPU's launches and waiting with work queued, and the CPU's calls;
+CUT_PROFILE=stack: the same with Python stacks, libvmem's functions timed;
+CUT_PROFILE=py: cProfile of the last full step and of the last step of each
+cut, the functions by own time and libvmem's by time with their callees),
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
 CUT_OFFLOAD_REGISTER (0: the offload's host buffers from PyTorch's pinned
 allocator instead of registered pageable memory, the way before),
@@ -51,17 +56,21 @@ the last step's allocations between hook calls leave, instead of by the
 window; a study knob),
 CUT_OFFLOAD_FETCH_ROOM (1: the fetch ahead holds as much as the room the
 rest of the backward pass leaves, learned from the last two steps, instead of
-its window, 1/32 of the limit; a study knob, slower on an H100).
+its window, 1/32 of the limit; a study knob, slower on an H100),
+CUT_OFFLOAD_FAST (0: the hooks reach streams through torch.cuda's Python
+functions, the way before, instead of the calls underneath them).
 Results: $OUT/cut-bench.json and a table on stdout.
 """
 
 import argparse
 import collections
+import gc
 import json
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -193,6 +202,107 @@ def stream_busy(path):
     return "\n".join(lines)
 
 
+def stream_gaps(path):
+    """Where the compute stream (the one with the most kernels) of a
+    profiler trace taken with CPU activity idles, split by who it waited for:
+    a gap before an operation whose launch call returned only after the
+    stream went idle is the CPU's (the stream ran dry: the CPU was late by
+    that much, launch latency included); the rest of a gap had the work
+    queued already (waiting for another stream's event, the copies)."""
+    with open(path) as f:
+        evs = json.load(f).get("traceEvents", [])
+    launched = {}
+    ops = collections.defaultdict(list)
+    for e in evs:
+        if e.get("ph") != "X":
+            continue
+        c, args = e.get("cat"), e.get("args") or {}
+        corr = args.get("correlation")
+        b, d = float(e["ts"]), float(e.get("dur", 0))
+        if c in ("cuda_runtime", "cuda_driver"):
+            if corr is not None:
+                launched[corr] = b + d
+        elif c in ("kernel", "gpu_memcpy", "gpu_memset"):
+            ops[e.get("tid")].append((b, b + d, corr))
+    if not ops:
+        return "stream gaps: no GPU work in the trace"
+    tid = max(ops, key=lambda k: len(ops[k]))
+    iv = sorted(ops[tid])
+    end = iv[0][1]
+    cpu = queued = unknown = 0.0
+    n_cpu = 0
+    for b, e, corr in iv[1:]:
+        gap = b - end
+        if gap > 0:
+            ret = launched.get(corr)
+            if ret is None:
+                unknown += gap
+            else:
+                late = min(gap, max(0.0, ret - end))
+                cpu += late
+                queued += gap - late
+                n_cpu += late > 0
+        end = max(end, e)
+    span = (end - iv[0][0]) / 1e3
+    return ("stream gaps: compute stream %s over %.1f ms: idle %.1f ms, of which %.1f ms waiting "
+            "for the CPU to launch (%d gaps) and %.1f ms with its next work queued "
+            "(other streams' events); %.1f ms unmatched" % (
+                tid, span, (cpu + queued + unknown) / 1e3, cpu / 1e3, n_cpu, queued / 1e3,
+                unknown / 1e3))
+
+
+def cpu_calls(path, most=10):
+    """A profiler trace's CPU side: the CUDA runtime and driver calls, and
+    (with Python stacks) libvmem's Python functions, by total time (Python
+    functions inclusive of what they call)."""
+    with open(path) as f:
+        evs = json.load(f).get("traceEvents", [])
+    api = collections.defaultdict(lambda: [0, 0.0])
+    py = collections.defaultdict(lambda: [0, 0.0])
+    for e in evs:
+        if e.get("ph") != "X":
+            continue
+        c = e.get("cat")
+        d = float(e.get("dur", 0))
+        if c in ("cuda_runtime", "cuda_driver"):
+            tgt = api[e.get("name")]
+        elif c == "python_function" and "libvmem" in e.get("name", ""):
+            tgt = py[e.get("name").split("/")[-1]]
+        else:
+            continue
+        tgt[0] += 1
+        tgt[1] += d
+    lines = ["CPU calls of the profiled step (count, total ms):"]
+    for title, tab in (("CUDA API", api), ("libvmem Python", py)):
+        top = sorted(tab.items(), key=lambda kv: -kv[1][1])[:most]
+        if top:
+            lines.append("  %s: %s" % (title, "; ".join(
+                "%s %d %.1f" % (k, n, t / 1e3) for k, (n, t) in top)))
+    return "\n".join(lines)
+
+
+def python_profile(prof, title, most=25):
+    """A cProfile of one step (CUT_PROFILE=py): the functions by their own
+    time, and libvmem's by the time spent in them and what they call."""
+    import io
+    import pstats
+    st = pstats.Stats(prof, stream=io.StringIO())
+    rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])
+    total = sum(v[2] for v in st.stats.values())
+    lines = ["python profile %s: %.1f ms in Python functions and the C calls they make "
+             "(own time, ms; calls):" % (title, total * 1e3)]
+    for (fn, line, name), (_, nc, tt, ct, _) in rows[:most]:
+        lines.append("  %8.2f %8.2f %6d  %s:%d %s" % (tt * 1e3, ct * 1e3, nc,
+                                                     os.path.basename(fn), line, name))
+    mine = sorted(((k, v) for k, v in st.stats.items() if "libvmem" in k[0]),
+                  key=lambda kv: -kv[1][3])[:most]
+    lines.append("  libvmem's functions by time with what they call (ms; calls):")
+    for (fn, line, name), (_, nc, tt, ct, _) in mine:
+        lines.append("  %8.2f %8.2f %6d  %s:%d %s" % (tt * 1e3, ct * 1e3, nc,
+                                                     os.path.basename(fn), line, name))
+    return "\n".join(lines)
+
+
 def worker(a):
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import framework_proof as fp
@@ -218,7 +328,8 @@ def worker(a):
                 ("CUT_OFFLOAD_GPU_PACE", None, "gpu_pace"),
                 ("CUT_OFFLOAD_SPREAD", None, "spread"),
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
-                ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"))
+                ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
+                ("CUT_OFFLOAD_FAST", "fast", "raw"))
     wf = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC")
     wi = os.environ.get("CUT_OFFLOAD_WINDOW_IN_FRAC")
     choice = os.environ.get("CUT_OFFLOAD_CHOICE")
@@ -259,6 +370,17 @@ def worker(a):
                    ("cut50", 0.5, a.cut), ("raised50", 1.0, a.raised)]
     else:
         phases += [("more", None, 2 * (a.cut + a.raised))]
+    # Python's garbage collector: its runs and time per step (all threads)
+    gc_clock = {"runs": 0, "ms": 0.0, "t": {}}
+
+    def on_gc(phase, info):
+        tid = threading.get_ident()
+        if phase == "start":
+            gc_clock["t"][tid] = time.perf_counter()
+        elif tid in gc_clock["t"]:
+            gc_clock["runs"] += 1
+            gc_clock["ms"] += (time.perf_counter() - gc_clock["t"].pop(tid)) * 1e3
+    gc.callbacks.append(on_gc)
     start = L.stats()["startCap"]
     peak = None
     i = 0
@@ -275,12 +397,23 @@ def worker(a):
             for k in range(n):
                 s0 = L.stats()
                 r0 = region_counts()
+                gc0 = (gc_clock["runs"], gc_clock["ms"])
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
                 prof = None
-                if a.profile and frac is not None and frac < 1.0 and k == n - 1:
-                    prof = torch.profiler.profile(
-                        activities=[torch.profiler.ProfilerActivity.CUDA])
+                cpu_prof = a.profile in ("cpu", "stack")
+                pyprof = None
+                if a.profile == "py" and k == n - 1:  # the Python side, by function
+                    import cProfile
+                    pyprof = cProfile.Profile()
+                    pyprof.enable()
+                elif a.profile and k == n - 1 and (
+                        (frac is not None and frac < 1.0) or (cpu_prof and name == "full")):
+                    acts = [torch.profiler.ProfilerActivity.CUDA]
+                    if cpu_prof:  # the launches too: who the compute stream waits for
+                        acts.append(torch.profiler.ProfilerActivity.CPU)
+                    prof = torch.profiler.profile(activities=acts,
+                                                  with_stack=a.profile == "stack")
                     prof.__enter__()
                 # the forward and the backward (with the optimizer) as the
                 # compute stream runs them: the two phases of the phase floor
@@ -300,6 +433,9 @@ def worker(a):
                     opt.step()  # the hook ends the libvmem step here
                 ev[2].record()
                 t_cpu = time.perf_counter() - t0  # the CPU's part: all queued, nothing awaited
+                if pyprof is not None:
+                    pyprof.disable()
+                    log(python_profile(pyprof, "%s %s %s" % (a.job, a.mode, name)))
                 torch.cuda.synchronize()
                 dt = time.perf_counter() - t0
                 if prof is not None:  # CUT_PROFILE=1: where the last cut step's GPU time goes
@@ -312,10 +448,14 @@ def worker(a):
                         a.job, a.mode.replace("+", "-"), name))
                     prof.export_chrome_trace(path)
                     log(stream_busy(path))
+                    if cpu_prof:
+                        log(stream_gaps(path))
+                        log(cpu_calls(path))
                 s1 = L.stats()
                 r1 = region_counts()
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
                        "cpu_ms": t_cpu * 1e3,
+                       "gc_runs": gc_clock["runs"] - gc0[0], "gc_ms": gc_clock["ms"] - gc0[1],
                        "libvmem_steps": s1["steps"] - s0["steps"],
                        "scaler_skipped": scaler is not None and scaler.get_scale() < scale,
                        "fwd_ms": ev[0].elapsed_time(ev[1]), "bwd_ms": ev[1].elapsed_time(ev[2]),
@@ -393,10 +533,12 @@ def worker(a):
                             "; measured median step %.1f ms first tensors, %.1f ms spread" % (
                                 o["choice"][0] * 1e3, o["choice"][1] * 1e3)
                             if o.get("choice") else ""))
-                    log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; trims %d (%.2f GB); "
+                    log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; Python's garbage "
+                        "collector %d runs, %.1f ms; trims %d (%.2f GB); "
                         "fetch by room: room ahead known at %d of %d backward hook calls, at most "
                         "%.2f GB fetched ahead at once, %d fetches put off for want of a free block" % (
-                            o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3, rec["trims"],
+                            o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3,
+                            rec["gc_runs"], rec["gc_ms"], rec["trims"],
                             rec["trimmed"] / 1e9, o["room_known"], o["bw_hooks"],
                             o["ahead_max"] / 1e9, o["no_fit"]))
                     if o["hooks"]:
@@ -526,12 +668,16 @@ def main():
     p.add_argument("--cut", type=int, default=int(os.environ.get("CUT_STEPS", "13")))
     p.add_argument("--raised", type=int, default=int(os.environ.get("CUT_RAISED", "3")))
     p.add_argument("--bandwidth", action="store_true")
-    p.add_argument("--profile", action="store_true",
-                   default=os.environ.get("CUT_PROFILE", "0") not in ("", "0"),
-                   help="profile the last step of each cut (CUT_PROFILE=1)")
+    p.add_argument("--profile", nargs="?", const="1",
+                   default=os.environ.get("CUT_PROFILE", "0").strip() or "0",
+                   help="profile the last step of each cut (CUT_PROFILE=1); cpu: with the "
+                        "CPU's activity, the last full step too, and the compute stream's "
+                        "gaps split by who it waited for")
     p.add_argument("--result")
     p.add_argument("--timeout", type=int, default=300)
     a = p.parse_args()
+    if a.profile in ("0", ""):
+        a.profile = None
     if a.worker:
         return worker(a)
     os.makedirs(OUT, exist_ok=True)
