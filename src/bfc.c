@@ -1147,6 +1147,13 @@ static void arena_trim(bfc_arena_t *a, size_t need, size_t grow, uintptr_t keep_
     }
 }
 
+/* The bytes the limit leaves to map, in whole granules (tags share the limit). */
+static size_t grow_room(const bfc_arena_t *a)
+{
+    size_t held = a->held + a->others_held;
+    return held < a->limit ? align_down(a->limit - held, a->granule) : 0;
+}
+
 /* Obtains a region able to hold `need` bytes (after merging with a free tail
  * for contiguous backends).  Region sizes double from min_region up to
  * max_region; a request of dedicated_min or more gets a dedicated region of
@@ -1156,12 +1163,11 @@ static int arena_grow(bfc_arena_t *a, size_t need)
     size_t g = a->granule;
     int dedicated = a->params.dedicated_min && need >= a->params.dedicated_min &&
                     !(a->backend->flags & BACKEND_F_CONTIGUOUS);
-    size_t held = a->held + a->others_held; /* tags share the limit */
-    if (a->pending || held >= a->limit) {
+    if (a->pending || a->held + a->others_held >= a->limit) { /* tags share the limit */
         a->last_fail = BFC_FAIL_LIMIT;
         return -1;
     }
-    size_t room = align_down(a->limit - held, g);
+    size_t room = grow_room(a);
     void *hint = NULL;
     size_t credit = 0;
     uintptr_t keep = UINTPTR_MAX; /* a trim keeps the tail the growth extends */
@@ -1222,8 +1228,7 @@ static int arena_grow(bfc_arena_t *a, size_t need)
             return 0;
         /* Not placed after the tail: the credit did not apply; try once more
          * for the full size (the region just added stays for later use). */
-        held = a->held + a->others_held;
-        room = held < a->limit ? align_down(a->limit - held, g) : 0;
+        room = grow_room(a);
         credit = 0;
         hint = NULL;
         if (need <= size)
@@ -1313,8 +1318,8 @@ int bfc_fits(const bfc_arena_t *a, size_t size, uintptr_t stream)
         return 0;
     if (free_fit(a, rs, stream))
         return 1;
-    size_t held = a->held + a->others_held, need = align_up(rs, a->granule);
-    return !a->pending && held < a->limit && need >= rs && need <= a->limit - held;
+    size_t need = align_up(rs, a->granule);
+    return !a->pending && need >= rs && need <= grow_room(a);
 }
 
 /* Merges free chunk c with its free neighbours of the same stream key. */
