@@ -113,10 +113,8 @@ class Budget:
         step, host memory made for its spills).  Returns the budget."""
         if self.bytes <= 0 and demand > limit:
             self.set_limit(limit)
+            self.retarget(limit)  # the limit learned under, the step's lowest
             self.bytes = max(demand - self.target(limit), self.step_min)
-            self.limit = limit
-            if self.step_lowest is None or limit < self.step_lowest:
-                self.step_lowest = limit
         return self.bytes
 
     def target(self, limit):
