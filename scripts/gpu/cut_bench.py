@@ -169,11 +169,9 @@ def bandwidths(L, torch):
     return res
 
 
-def stream_busy(path):
+def stream_busy(evs):
     """Per CUDA stream of a profiler trace: the time it was busy (the union
     of its kernels, copies and memsets), their count, and the span of all."""
-    with open(path) as f:
-        evs = json.load(f).get("traceEvents", [])
     per = {}
     lo, hi = None, None
     for e in evs:
@@ -202,15 +200,13 @@ def stream_busy(path):
     return "\n".join(lines)
 
 
-def stream_gaps(path):
+def stream_gaps(evs):
     """Where the compute stream (the one with the most kernels) of a
     profiler trace taken with CPU activity idles, split by who it waited for:
     a gap before an operation whose launch call returned only after the
     stream went idle is the CPU's (the stream ran dry: the CPU was late by
     that much, launch latency included); the rest of a gap had the work
     queued already (waiting for another stream's event, the copies)."""
-    with open(path) as f:
-        evs = json.load(f).get("traceEvents", [])
     launched = {}
     ops = collections.defaultdict(list)
     for e in evs:
@@ -251,12 +247,10 @@ def stream_gaps(path):
                 unknown / 1e3))
 
 
-def cpu_calls(path, most=10):
+def cpu_calls(evs, most=10):
     """A profiler trace's CPU side: the CUDA runtime and driver calls, and
     (with Python stacks) libvmem's Python functions, by total time (Python
     functions inclusive of what they call)."""
-    with open(path) as f:
-        evs = json.load(f).get("traceEvents", [])
     api = collections.defaultdict(lambda: [0, 0.0])
     py = collections.defaultdict(lambda: [0, 0.0])
     for e in evs:
@@ -447,10 +441,12 @@ def worker(a):
                     path = os.path.join(OUT, "trace-%s-%s-%s.json" % (
                         a.job, a.mode.replace("+", "-"), name))
                     prof.export_chrome_trace(path)
-                    log(stream_busy(path))
+                    with open(path) as f:  # read once: with the CPU's activity, tens of MB
+                        evs = json.load(f).get("traceEvents", [])
+                    log(stream_busy(evs))
                     if cpu_prof:
-                        log(stream_gaps(path))
-                        log(cpu_calls(path))
+                        log(stream_gaps(evs))
+                        log(cpu_calls(evs))
                 s1 = L.stats()
                 r1 = region_counts()
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
