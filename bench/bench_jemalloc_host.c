@@ -201,7 +201,8 @@ static vmem_status_t srcb_info(backend_t *b, size_t *free_bytes, size_t *total_b
 
 static void srcb_destroy(backend_t *b) { (void)b; }
 
-static const backend_ops_t srcb_ops = {srcb_alloc, srcb_free, srcb_info, srcb_destroy};
+static const backend_ops_t srcb_ops = {srcb_alloc, srcb_free, srcb_info, srcb_destroy,
+                                       NULL, NULL};
 
 /* jemalloc extent hooks over the region source.  One arena at a time. */
 static source_t *je_src;

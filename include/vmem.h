@@ -302,11 +302,12 @@ VMEM_API vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t
 /* Statistics                                                               */
 /* ------------------------------------------------------------------------ */
 
-#define VMEM_STATS_VERSION 6 /* 2: placement .. device_trimmed appended;
+#define VMEM_STATS_VERSION 7 /* 2: placement .. device_trimmed appended;
                                 3: swap_out_bytes .. swap_skipped appended;
                                 4: cur_step_device_max, cur_step_host_max;
                                 5: naive_chosen_steps;
-                                6: device_syncs, device_sync_seconds */
+                                6: device_syncs, device_sync_seconds;
+                                7: device_remaps, device_remapped */
 
 typedef struct vmem_stats {
     uint32_t size;              /* set by the caller: sizeof(vmem_stats_t) */
@@ -402,6 +403,12 @@ typedef struct vmem_stats {
      * seconds the calling threads waited in them.  0 on other backends. */
     uint64_t device_syncs;
     double device_sync_seconds;
+    /* Under the limit, free memory moved to the end of the device arena
+     * without waiting for the device, for an allocation that no free block
+     * fitted (vmm, sim-vmm; VMEM_REMAP, docs/configuration.md): the moves
+     * since create and their bytes. */
+    uint64_t device_remaps;
+    uint64_t device_remapped;
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not

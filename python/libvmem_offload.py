@@ -1211,7 +1211,7 @@ def _stats_reader(lib_mod):
     sz, u64, dbl, cint, cstr = (ctypes.c_size_t, ctypes.c_uint64, ctypes.c_double,
                                 ctypes.c_int, ctypes.c_char_p)
 
-    class _S(ctypes.Structure):  # vmem_stats_t (version 6), include/vmem.h
+    class _S(ctypes.Structure):  # vmem_stats_t (version 7), include/vmem.h
         _fields_ = [("size", ctypes.c_uint32), ("version", ctypes.c_uint32), ("backend", cstr)] + [
             (f, sz) for f in (
                 "limit", "pending_limit", "start_cap", "device_held", "device_in_use",
@@ -1236,7 +1236,8 @@ def _stats_reader(lib_mod):
                 "plan_swap_bytes", "swap_out_bytes", "swap_in_bytes", "swap_points",
                 "swap_skipped")] + [
             ("cur_step_device_max", sz), ("cur_step_host_max", sz),
-            ("naive_chosen_steps", u64), ("device_syncs", u64), ("device_sync_seconds", dbl)]
+            ("naive_chosen_steps", u64), ("device_syncs", u64), ("device_sync_seconds", dbl),
+            ("device_remaps", u64), ("device_remapped", u64)]
 
     lib = lib_mod.load()
     fn = lib.vmem_get_stats

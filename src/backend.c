@@ -127,6 +127,36 @@ void backend_region_free(backend_t *b, void *base, size_t size)
     b->ops->region_free(b, base, size);
 }
 
+vmem_status_t backend_region_remap(backend_t *b, void *src, size_t size, void *hint, void **dst)
+{
+    assert(src && size > 0 && size % b->granule == 0 && (uintptr_t)src % b->granule == 0);
+    if (!b->ops->region_remap)
+        return VMEM_ERR_UNSUPPORTED;
+    b->requests++;
+    if (faults_fire(&b->faults)) {
+        b->failures++;
+        return VMEM_ERR_BACKEND;
+    }
+    void *p = NULL;
+    vmem_status_t st = b->ops->region_remap(b, src, size, hint, &p);
+    if (st != VMEM_OK) {
+        b->failures++;
+        return st;
+    }
+    assert(p != NULL && (uintptr_t)p % b->granule == 0);
+    *dst = p;
+    return VMEM_OK;
+}
+
+void backend_remap_span(const backend_t *b, uintptr_t *lo, uintptr_t *hi)
+{
+    if (!b->ops->region_remap || !b->ops->remap_span) {
+        *hi = *lo;
+        return;
+    }
+    b->ops->remap_span(b, lo, hi);
+}
+
 vmem_status_t backend_region_alloc_host(backend_t *b, size_t size, void *hint, void **base)
 {
     assert(size > 0 && size % b->granule == 0);
@@ -430,6 +460,43 @@ static void sim_region_free(backend_t *b, void *base, size_t size)
     bits_set(s->host, first, n, 0);
 }
 
+/* sim-vmm: [lo, hi) if every granule in it is handed out and device-backed
+ * (nothing parked or on host), else nothing; mappings are granules here. */
+static void sim_remap_span(const backend_t *b, uintptr_t *lo, uintptr_t *hi)
+{
+    const sim_backend_t *s = (const sim_backend_t *)b;
+    if (*hi <= *lo || *lo < (uintptr_t)s->va || *hi > (uintptr_t)s->va + s->va_size) {
+        *hi = *lo;
+        return;
+    }
+    size_t first = (*lo - (uintptr_t)s->va) / SIM_GRANULE, end = (*hi - (uintptr_t)s->va) / SIM_GRANULE;
+    for (size_t i = first; i < end; i++)
+        if (!bit_get(s->used, i) || bit_get(s->host, i) || bit_get(s->parked, i)) {
+            *hi = *lo;
+            return;
+        }
+}
+
+/* sim-vmm's remap: the simulated device has no queue to wait for, so the
+ * free memory is given back and as much mapped at the new run (its pages,
+ * file offsets of their addresses, start empty: contents undefined). */
+static vmem_status_t sim_region_remap(backend_t *b, void *src, size_t size, void *hint, void **dst)
+{
+    uintptr_t lo = (uintptr_t)src, hi = lo + size;
+    sim_remap_span(b, &lo, &hi);
+    if (hi != (uintptr_t)src + size)
+        return VMEM_ERR_UNSUPPORTED;
+    sim_region_free(b, src, size);
+    vmem_status_t st = sim_region_alloc(b, size, hint, dst);
+    if (st != VMEM_OK) { /* the range just freed is free: back where it was */
+        void *back = NULL;
+        vmem_status_t r = sim_region_alloc(b, size, src, &back);
+        assert(r == VMEM_OK && back == src);
+        (void)r;
+    }
+    return st;
+}
+
 /* Copies the pages of [off, off + len) that hold data in file `from` (read
  * through the range) to dst. */
 static void sim_copy_data(sim_backend_t *s, int from, size_t off, size_t len, char *dst)
@@ -588,7 +655,10 @@ static void sim_destroy(backend_t *b)
     free(s);
 }
 
-static const backend_ops_t sim_ops = {sim_region_alloc, sim_region_free, sim_mem_info, sim_destroy};
+static const backend_ops_t sim_ops = {sim_region_alloc, sim_region_free, sim_mem_info, sim_destroy,
+                                      NULL, NULL};
+static const backend_ops_t sim_vmm_ops = {sim_region_alloc, sim_region_free, sim_mem_info,
+                                          sim_destroy, sim_region_remap, sim_remap_span};
 static const backend_host_ops_t sim_host_ops = {sim_region_alloc_host, sim_region_move, sim_backing,
                                                 sim_region_park, sim_region_unpark, NULL,
                                                 sim_region_unguard};
@@ -675,7 +745,7 @@ vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out
     s->capacity = capacity;
     s->vmm = vmm_style;
     int files = vmm_style && sim_files_open(s) == 0;
-    s->base.ops = &sim_ops;
+    s->base.ops = vmm_style ? &sim_vmm_ops : &sim_ops;
     s->base.host_ops = files ? &sim_host_ops : NULL;
     s->base.name = vmm_style ? "sim-vmm" : "sim";
     s->base.flags = BACKEND_F_SIMULATED |
@@ -742,7 +812,7 @@ static vmem_status_t host_mem_info(backend_t *b, size_t *free_bytes, size_t *tot
 static void host_destroy(backend_t *b) { free(b); }
 
 static const backend_ops_t host_ops = {host_region_alloc, host_region_free, host_mem_info,
-                                       host_destroy};
+                                       host_destroy, NULL, NULL};
 
 vmem_status_t backend_host_create(size_t capacity, backend_t **out)
 {

@@ -50,6 +50,23 @@ typedef struct backend_ops {
     /* Free and total memory of the device (or host) behind the backend. */
     vmem_status_t (*mem_info)(backend_t *b, size_t *free_bytes, size_t *total_bytes);
     void (*destroy)(backend_t *b);
+    /* Optional (NULL: VMEM_ERR_UNSUPPORTED; splittable, contiguous backends).
+     * Moves the device memory behind [src, src + size) (granule-aligned,
+     * handed out, free in the engine, every granule device-backed, whole
+     * physical mappings: remap_span) to a free run of the range at hint
+     * (else anywhere) without waiting for the device: [src, src + size) is
+     * no longer handed out, [*dst, *dst + size) is, and the bytes held do not
+     * change.  Contents undefined (free memory).  Work queued before the
+     * call may still use the old addresses: the backend keeps them mapped
+     * until its next wait for the device, and hands them out to no one
+     * before that.  So it is as safe as handing the free memory out again
+     * directly: the caller gives the memory to work on the stream that last
+     * used it (src/bfc.c, bfc_remap).  On failure nothing changed. */
+    vmem_status_t (*region_remap)(backend_t *b, void *src, size_t size, void *hint, void **dst);
+    /* Optional, with region_remap: narrows [*lo, *hi) (granule-aligned) to
+     * the part region_remap may take: whole physical mappings of device
+     * memory (*hi <= *lo: none). */
+    void (*remap_span)(const backend_t *b, uintptr_t *lo, uintptr_t *hi);
 } backend_ops_t;
 
 /* Host backing (backends flagged BACKEND_F_HOST_BACKING); region_free above
@@ -151,6 +168,11 @@ void backend_region_unguard(backend_t *b, void *base, size_t size);
 /* Requests a region, applying fault injection first. */
 vmem_status_t backend_region_alloc(backend_t *b, size_t size, void *hint, void **base);
 void backend_region_free(backend_t *b, void *base, size_t size);
+/* region_remap and remap_span (see backend_ops_t); VMEM_ERR_UNSUPPORTED, or
+ * an empty span, where the backend has none.  Fault injection applies to
+ * region_remap (a request, as region_alloc). */
+vmem_status_t backend_region_remap(backend_t *b, void *src, size_t size, void *hint, void **dst);
+void backend_remap_span(const backend_t *b, uintptr_t *lo, uintptr_t *hi);
 static inline void backend_release_batch(backend_t *b, int begin)
 {
     if (b->release_batch)

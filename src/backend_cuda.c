@@ -84,7 +84,7 @@ static vmem_status_t cuda_mem_info(backend_t *b, size_t *free_bytes, size_t *tot
 static void cuda_destroy(backend_t *b) { free(b); }
 
 static const backend_ops_t cuda_ops = {cuda_region_alloc, cuda_region_free, cuda_mem_info,
-                                       cuda_destroy};
+                                       cuda_destroy, NULL, NULL};
 
 vmem_status_t backend_cuda_create(int device, backend_t **out)
 {
@@ -156,7 +156,7 @@ static vmem_status_t pinned_mem_info(backend_t *b, size_t *free_bytes, size_t *t
 }
 
 static const backend_ops_t pinned_ops = {pinned_region_alloc, pinned_region_free, pinned_mem_info,
-                                         cuda_destroy};
+                                         cuda_destroy, NULL, NULL};
 
 vmem_status_t backend_pinned_create(int device, backend_t **out)
 {

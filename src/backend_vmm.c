@@ -57,7 +57,12 @@
 /* VMM_ZOMBIE: given back to the engine but still mapped, because a big
  * mapping could not be split (no memory for the copy); freed with the rest
  * of its mapping. */
-enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3, VMM_FREEING = 4, VMM_PARKED = 5 };
+enum { VMM_NONE = 0, VMM_DEVICE = 1, VMM_HOST = 2, VMM_ZOMBIE = 3, VMM_FREEING = 4, VMM_PARKED = 5,
+       VMM_ALIASED = 6 };
+/* VMM_ALIASED: given back by a remap (vmm_region_remap) whose memory is
+ * now mapped at another address too; still mapped here for the work queued
+ * before the remap, unmapped after the next device synchronisation
+ * (alias_flush).  Not counted in in_use (the other address counts it). */
 /* VMM_PARKED: handed out but nothing mapped (a tag paused with discard,
  * region_park): the address stays reserved for it, an access faults. */
 /* VMM_FREEING: given back during a release batch, unmapped at its end
@@ -137,6 +142,8 @@ typedef struct vmm_backend {
     size_t hpend_n;
     int batch_depth, batch_synced;
     size_t pend_lo, pend_hi;      /* granules holding VMM_FREEING lie in [pend_lo, pend_hi) */
+    size_t alias_lo, alias_hi;    /* granules holding VMM_ALIASED lie in [alias_lo, alias_hi) */
+    size_t aliased;               /* granules VMM_ALIASED */
     size_t batch;
     size_t slotn;                 /* granules per staging slot: batch's, or hugen */
     CUstream stream;
@@ -149,6 +156,7 @@ typedef struct vmm_backend {
      * new, unmapping staging; splits copying, unmapping, mapping. */
     double t_prep, t_wait, t_unmap_old, t_map_new, t_unstage, t_scopy, t_sunmap, t_smap;
     double t_flush, t_sync; /* ends of release batches (all of it); device syncs */
+    double t_remap;         /* remaps (vmm_region_remap) */
     /* Moves to host by swap (swap_prepare): mapping the old device memory
      * at the staging slot, unmapping it at its address, mapping the host
      * memory there, queueing the copy; after it, unmapping staging and
@@ -522,13 +530,40 @@ static vmem_status_t vmm_region_alloc_host(backend_t *b, size_t size, void *hint
     return region_alloc_kind(b, size, hint, base, VMM_HOST);
 }
 
-/* A device synchronisation, counted and timed (the CPU's wait). */
+static CUresult run_unmap(vmm_backend_t *m, size_t first, size_t n);
+
+/* Unmaps the addresses remaps left mapped (VMM_ALIASED): called once the
+ * device has been synchronised, so no work queued before those remaps is
+ * left to use them. */
+static void alias_flush(vmm_backend_t *m)
+{
+    for (size_t i = m->alias_lo; i < m->alias_hi && m->aliased;) {
+        if (m->state[i] != VMM_ALIASED) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < m->alias_hi && m->state[j] == VMM_ALIASED)
+            j++;
+        run_unmap(m, i, j - i);
+        memset(m->state + i, VMM_NONE, j - i);
+        m->aliased -= j - i;
+        i = j;
+    }
+    m->alias_lo = SIZE_MAX;
+    m->alias_hi = 0;
+}
+
+/* A device synchronisation, counted and timed (the CPU's wait); the
+ * addresses remaps left mapped go after it. */
 static CUresult ctx_sync(vmm_backend_t *m)
 {
     double t0 = seconds();
     CUresult r = m->cu->CtxSynchronize();
     m->t_sync += seconds() - t0;
     m->n.syncs++;
+    if (r == CUDA_SUCCESS && m->aliased)
+        alias_flush(m);
     return r;
 }
 
@@ -1104,6 +1139,108 @@ static void vmm_region_free(backend_t *b, void *base, size_t size)
     if (!m->batch_depth)
         scratch_drop(m);
     ctx_leave(m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Remaps: free device memory mapped at another address, no wait             */
+/* ------------------------------------------------------------------------ */
+
+static void vmm_remap_span(const backend_t *b, uintptr_t *lo, uintptr_t *hi)
+{
+    const vmm_backend_t *m = (const vmm_backend_t *)b;
+    CUdeviceptr l = (CUdeviceptr)*lo, h = (CUdeviceptr)*hi;
+    if (h <= l || l < m->va || h > m->va + m->va_size) {
+        *hi = *lo;
+        return;
+    }
+    size_t first = granule_index(m, l), end = granule_index(m, h);
+    /* whole mappings only: a mapping cut by an edge stays */
+    if (m->state[first] == VMM_DEVICE && map_start(m, first) != first)
+        first = map_start(m, first) + map_len(m, first);
+    if (end > first && m->state[end - 1] == VMM_DEVICE) {
+        size_t b0 = map_start(m, end - 1);
+        if (b0 + map_len(m, end - 1) != end)
+            end = b0;
+    }
+    for (size_t i = first; i < end; i++)
+        if (m->state[i] != VMM_DEVICE) {
+            *hi = *lo;
+            return;
+        }
+    if (end <= first) {
+        *hi = *lo;
+        return;
+    }
+    *lo = (uintptr_t)granule_addr(m, first);
+    *hi = (uintptr_t)granule_addr(m, end);
+}
+
+/* The device memory of [src, src + size) (whole mappings of device memory)
+ * is mapped again at a free run at hint, mapping by mapping (the handle
+ * retained from its address), with one cuMemSetAccess; no device
+ * synchronisation.  The old addresses stay mapped (VMM_ALIASED) until the
+ * next one.  A big or huge mapping keeps its alignment: where the run at
+ * hint does not give it, VMEM_ERR_UNSUPPORTED (the caller then gives the
+ * memory back the usual way). */
+static vmem_status_t vmm_region_remap(backend_t *b, void *src, size_t size, void *hint, void **dst)
+{
+    vmm_backend_t *m = (vmm_backend_t *)b;
+    uintptr_t lo = (uintptr_t)src, hi = lo + size;
+    vmm_remap_span(b, &lo, &hi);
+    if (lo != (uintptr_t)src || hi != (uintptr_t)src + size)
+        return VMEM_ERR_UNSUPPORTED;
+    size_t first = granule_index(m, (CUdeviceptr)lo), n = size / m->granule;
+    /* Addresses are plentiful (4x the device), but not endless: past the
+     * device's size in aliases, wait for the device once and unmap them. */
+    if (m->aliased * m->granule > m->va_size / VMM_RANGE_FACTOR && ctx_enter(m)) {
+        ctx_sync(m);
+        ctx_leave(m);
+    }
+    size_t to = run_find(m, n, hint);
+    if (to == SIZE_MAX)
+        return VMEM_ERR_NOMEM;
+    for (size_t i = first; i < first + n; i += map_len(m, i))
+        if ((to + (i - first)) % map_len(m, i) != 0)
+            return VMEM_ERR_UNSUPPORTED;
+    if (!ctx_enter(m))
+        return VMEM_ERR_BACKEND;
+    double t0 = seconds();
+    CUresult r = CUDA_SUCCESS;
+    size_t i = first;
+    while (i < first + n) {
+        size_t k = map_len(m, i);
+        CUmemGenericAllocationHandle h;
+        r = m->cu->MemRetainAllocationHandle(&h, (void *)(uintptr_t)granule_addr(m, i));
+        if (r != CUDA_SUCCESS)
+            break;
+        r = m->cu->MemMap(granule_addr(m, to + (i - first)), k * m->granule, 0, h, 0);
+        m->cu->MemRelease(h); /* the two mappings keep the memory */
+        if (r != CUDA_SUCCESS)
+            break;
+        memset(m->big + to + (i - first), m->big[i], k);
+        i += k;
+    }
+    if (r == CUDA_SUCCESS)
+        r = m->cu->MemSetAccess(granule_addr(m, to), size, &m->access, 1);
+    if (r != CUDA_SUCCESS) {
+        if (i > first)
+            run_unmap(m, to, i - first); /* the memory stays mapped at src */
+        ctx_leave(m);
+        return status_of(r);
+    }
+    ctx_leave(m);
+    memset(m->state + to, VMM_DEVICE, n);
+    memset(m->state + first, VMM_ALIASED, n);
+    m->aliased += n;
+    if (first < m->alias_lo)
+        m->alias_lo = first;
+    if (first + n > m->alias_hi)
+        m->alias_hi = first + n;
+    m->n.remaps++;
+    m->n.remapped += size;
+    m->t_remap += seconds() - t0;
+    *dst = (void *)(uintptr_t)granule_addr(m, to);
+    return VMEM_OK;
 }
 
 static void vmm_release_batch(backend_t *b, int begin)
@@ -2164,7 +2301,7 @@ static void vmm_destroy(backend_t *b)
 }
 
 static const backend_ops_t vmm_ops = {vmm_region_alloc, vmm_region_free, vmm_mem_info,
-                                      vmm_destroy};
+                                      vmm_destroy, vmm_region_remap, vmm_remap_span};
 static const backend_host_ops_t vmm_host_ops = {vmm_region_alloc_host, vmm_region_move,
                                                 vmm_backing, vmm_region_park,
                                                 vmm_region_unpark, vmm_host_reserve,
@@ -2422,6 +2559,7 @@ vmem_status_t backend_vmm_create(int device, backend_t **out)
     m->base.name = "vmm";
     m->base.release_batch = vmm_release_batch;
     m->pend_lo = SIZE_MAX;
+    m->alias_lo = SIZE_MAX;
     m->base.granule = m->granule;
     m->base.range_base = (uintptr_t)m->va;
     m->base.range_size = m->va_size;
@@ -2447,6 +2585,8 @@ int backend_vmm_counters(const backend_t *b, backend_vmm_counters_t *out)
     out->swap_steps = m->swap_steps;
     out->staged_steps = m->staged_steps;
     out->mirror_steps = m->mirror_steps;
+    out->aliased_bytes = m->aliased * m->granule;
+    out->remap_seconds = m->t_remap;
     return 0;
 }
 

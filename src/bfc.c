@@ -655,9 +655,11 @@ static void region_release(bfc_arena_t *a, bfc_region_t *r)
 }
 
 /* Splittable backends: gives back [lo, hi) (granule-aligned, inside the free
- * chunk c), splitting c and its region around the hole.  Returns 0 on
- * success, -1 if metadata could not be allocated (nothing changed). */
-static int region_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi)
+ * chunk c), splitting c and its region around the hole; with give_back 0 the
+ * range only leaves the arena (bfc_remap hands it to the backend's remap).
+ * Returns 0 on success, -1 if metadata could not be allocated (nothing
+ * changed). */
+static int region_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi, int give_back)
 {
     bfc_region_t *r = c->region;
     uintptr_t cend = c->addr + c->size;
@@ -723,9 +725,11 @@ static int region_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t 
         region_unlink(a, r);
         free(r);
     }
-    backend_region_free(a->backend, (void *)lo, hi - lo);
     held_sub(a, lo, hi);
-    a->region_frees++;
+    if (give_back) {
+        backend_region_free(a->backend, (void *)lo, hi - lo);
+        a->region_frees++;
+    }
     return 0;
 }
 
@@ -746,7 +750,7 @@ static bfc_chunk_t *chunk_release_host(bfc_arena_t *a, bfc_chunk_t *c)
         while (from > lo && granule_on_host(a, from - g))
             from -= g;
         int whole = from == c->addr;
-        if (region_punch(a, c, from, hi) != 0)
+        if (region_punch(a, c, from, hi, 1) != 0)
             break;
         if (whole)
             return NULL;
@@ -903,11 +907,12 @@ static bfc_chunk_t *chunk_unbin_from(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t a
     return c;
 }
 
-/* Gives back [lo, hi) (granule-aligned), covered by consecutive free chunks
- * of which c holds lo: cuts them at lo and hi, joins what lies between into
- * one chunk and punches it.  Returns 0, or -1 if metadata could not be
- * allocated (the chunks are then merged but otherwise unchanged). */
-static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi)
+/* Gives back [lo, hi) (granule-aligned; give_back as region_punch), covered
+ * by consecutive free chunks of which c holds lo: cuts them at lo and hi,
+ * joins what lies between into one chunk and punches it.  Returns 0, or -1
+ * if metadata could not be allocated (the chunks are then merged but
+ * otherwise unchanged). */
+static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi, int give_back)
 {
     c = chunk_unbin_from(a, c, lo);
     if (!c)
@@ -931,7 +936,7 @@ static int span_punch(bfc_arena_t *a, bfc_chunk_t *c, uintptr_t lo, uintptr_t hi
         }
     }
     bin_insert(a, c);
-    if (region_punch(a, c, lo, hi) == 0)
+    if (region_punch(a, c, lo, hi, give_back) == 0)
         return 0;
     bin_remove(a, c);
     bin_insert(a, chunk_coalesce(a, c));
@@ -958,23 +963,31 @@ static int hole_larger(const void *x, const void *y)
     return h->lo > k->lo ? -1 : h->lo < k->lo;
 }
 
+/* Whether free chunk c may lie in a hole: device memory, unused for
+ * min_age allocations, and with no stream key when key0 (bfc_remap). */
+static int hole_chunk(const bfc_arena_t *a, const bfc_chunk_t *c, uint64_t min_age, int key0)
+{
+    return !c->in_use && c->stream != BFC_STREAM_HOST && a->seq - c->seq >= min_age &&
+           (!key0 || c->stream == 0);
+}
+
 /* Every hole of the arena below keep_from, largest first; NULL (*n 0) if
  * none or no memory. */
-static hole_t *holes_find(const bfc_arena_t *a, uintptr_t keep_from, uint64_t min_age, size_t *n)
+static hole_t *holes_find(const bfc_arena_t *a, uintptr_t keep_from, uint64_t min_age, int key0,
+                          size_t *n)
 {
     size_t g = a->granule, k = 0, cap = 0;
     hole_t *h = NULL;
     *n = 0;
     for (bfc_region_t *r = a->regions; r; r = r->next) {
         for (bfc_chunk_t *c = r->first; c;) {
-            if (c->in_use || c->stream == BFC_STREAM_HOST || a->seq - c->seq < min_age) {
+            if (!hole_chunk(a, c, min_age, key0)) {
                 c = c->next;
                 continue;
             }
             bfc_chunk_t *run = c;
             uintptr_t end = c->addr;
-            for (; c && !c->in_use && c->stream != BFC_STREAM_HOST && a->seq - c->seq >= min_age;
-                 c = c->next)
+            for (; c && hole_chunk(a, c, min_age, key0); c = c->next)
                 end = c->addr + c->size;
             uintptr_t lo = align_up(run->addr, g), hi = align_down(end, g);
             if (hi > keep_from)
@@ -1032,7 +1045,7 @@ again:
          * punch changes no other hole). */
         size_t n = 0, g = a->granule;
         int punched = 0;
-        hole_t *h = holes_find(a, keep_from, min_age, &n);
+        hole_t *h = holes_find(a, keep_from, min_age, 0, &n);
         for (size_t i = 0; h && i < n && a->held > target; i++) {
             /* Give back no more than needed, from the top of the hole. */
             uintptr_t lo = h[i].lo, hi = h[i].hi;
@@ -1042,7 +1055,8 @@ again:
             bfc_chunk_t *c = h[i].run;
             while (c->addr + c->size <= lo)
                 c = c->next;
-            if ((hi <= c->addr + c->size ? region_punch(a, c, lo, hi) : span_punch(a, c, lo, hi)) != 0)
+            if ((hi <= c->addr + c->size ? region_punch(a, c, lo, hi, 1)
+                                         : span_punch(a, c, lo, hi, 1)) != 0)
                 break;
             punched = 1;
         }
@@ -1320,6 +1334,64 @@ int bfc_fits(const bfc_arena_t *a, size_t size, uintptr_t stream)
         return 1;
     size_t need = align_up(rs, a->granule);
     return !a->pending && need >= rs && need <= grow_room(a);
+}
+
+int bfc_remap(bfc_arena_t *a, size_t size, uintptr_t stream)
+{
+    size_t rs = bfc_round(size), g = a->granule;
+    if (rs == 0 || stream != 0 || a->pending || !a->regions ||
+        (a->backend->flags & (BACKEND_F_CONTIGUOUS | BACKEND_F_SPLITTABLE)) !=
+            (BACKEND_F_CONTIGUOUS | BACKEND_F_SPLITTABLE) ||
+        !a->backend->ops->region_remap)
+        return 0;
+    /* One run per round, holes found afresh each time (a region added may
+     * merge with a neighbour and delete a chunk an old hole list points at). */
+    for (int round = 0; round < 64 && !free_fit(a, rs, stream); round++) {
+        bfc_region_t *last = a->regions;
+        while (last->next)
+            last = last->next;
+        uintptr_t end = last->base + last->size;
+        bfc_chunk_t *tail = region_last(last);
+        size_t credit = !tail->in_use && tail->stream == 0 ? tail->size : 0;
+        uintptr_t keep = credit ? tail->addr : end;
+        size_t want = align_up(rs > credit ? rs - credit : g, g);
+        size_t n = 0;
+        hole_t *h = holes_find(a, keep, 0, 1, &n);
+        uintptr_t lo = 0, hi = 0;
+        bfc_chunk_t *c = NULL;
+        for (size_t i = 0; h && i < n && hi <= lo; i++) {
+            lo = h[i].lo;
+            hi = h[i].hi;
+            if (hi - lo > want)
+                lo = hi - want; /* from the top of the hole: no more than wanted */
+            backend_remap_span(a->backend, &lo, &hi);
+            c = h[i].run;
+        }
+        free(h);
+        if (hi <= lo)
+            return 0; /* nothing movable */
+        while (c->addr + c->size <= lo)
+            c = c->next;
+        if ((hi <= c->addr + c->size ? region_punch(a, c, lo, hi, 0)
+                                     : span_punch(a, c, lo, hi, 0)) != 0)
+            return 0;
+        void *dst = NULL;
+        if (backend_region_remap(a->backend, (void *)lo, hi - lo, (void *)end, &dst) != VMEM_OK) {
+            /* still mapped where it was: the arena takes it back */
+            if (region_add(a, lo, hi - lo) != 0)
+                backend_region_free(a->backend, (void *)lo, hi - lo);
+            return 0;
+        }
+        if (region_add(a, (uintptr_t)dst, hi - lo) != 0) {
+            backend_region_free(a->backend, dst, hi - lo);
+            return 0;
+        }
+        a->remaps++;
+        a->remapped += hi - lo;
+        if ((uintptr_t)dst != end)
+            break; /* not next to the tail: no more rounds towards it */
+    }
+    return free_fit(a, rs, stream) != NULL;
 }
 
 /* Merges free chunk c with its free neighbours of the same stream key. */

@@ -188,6 +188,8 @@ typedef struct bfc_arena {
     size_t nslabs, slabs_cap;
     size_t nchunks_free;        /* free chunks in bins */
     uint64_t region_allocs, region_frees;
+    uint64_t remaps;            /* free runs mapped again at the arena's end (bfc_remap) */
+    size_t remapped;            /* bytes of those runs */
     uint64_t trims;             /* growths that gave free memory back first */
     size_t trimmed;             /* bytes they gave back */
     size_t trim_from;           /* held before the last trim (0: none since) */
@@ -258,6 +260,19 @@ const bfc_chunk_t *bfc_find_live(const bfc_arena_t *a, const void *p);
  * releasing free memory to map it again, waits for the device).  Changes
  * nothing. */
 int bfc_fits(const bfc_arena_t *a, size_t size, uintptr_t stream);
+
+/* After bfc_alloc(a, size, 0) failed for the limit (BFC_FAIL_LIMIT) while
+ * free memory lies in pieces: on backends with region_remap (vmm, sim-vmm),
+ * moves whole free granules of the arena (largest holes first, from their
+ * top, whole physical mappings, chunks without a stream key) to the end of
+ * the arena, next to its free tail, until a free chunk fits the request.
+ * Held bytes do not change and nothing waits for the device: the backend
+ * keeps the old addresses mapped for the work queued before, as safe as
+ * handing the free memory out directly to the one stream that used it, so
+ * the caller (vmem.c) calls this only while a single stream allocates.
+ * Returns 1 if a free chunk now fits the request, else 0 (what was moved
+ * stays moved; the caller gives memory back the usual way). */
+int bfc_remap(bfc_arena_t *a, size_t size, uintptr_t stream);
 
 /* Sets the limit.  If held exceeds it, gives back empty regions (and, for
  * splittable backends, free granules) until held <= limit; if that is not

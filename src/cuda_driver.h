@@ -82,6 +82,10 @@ typedef struct backend_vmm_counters {
     unsigned long long mirror_steps; /* steps of moves to host through the mirror (VMEM_VMM_MOVE_MIRROR) */
     unsigned long long staged_steps; /* steps of moves through staging */
     double sync_seconds;       /* the CPU's time in those synchronisations */
+    unsigned long long remaps;   /* free memory mapped at another address (region_remap) */
+    unsigned long long remapped; /* bytes of those remaps */
+    size_t aliased_bytes;      /* old addresses of remaps still mapped (until a sync) */
+    double remap_seconds;      /* the CPU's time in remaps */
 } backend_vmm_counters_t;
 
 struct backend;

@@ -143,6 +143,8 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.device_unused_byte_seconds = v->unused_integral;
     s.device_unused_mean = now > v->unused_t0 ? v->unused_integral / (now - v->unused_t0) : 0.0;
     s.device_trims = v->dev.trims;
+    s.device_remaps = v->dev.remaps;
+    s.device_remapped = v->dev.remapped;
     s.device_trimmed = v->dev.trimmed;
     s.limit_source = v->limit_source;
     s.device = v->cfg.device;
@@ -243,6 +245,8 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"naiveChosenSteps\":%llu", (unsigned long long)s.naive_chosen_steps);
     jprintf(&j, ",\"deviceSyncs\":%llu,\"deviceSyncSeconds\":%.6f",
             (unsigned long long)s.device_syncs, s.device_sync_seconds);
+    jprintf(&j, ",\"deviceRemaps\":%llu,\"deviceRemappedBytes\":%llu",
+            (unsigned long long)s.device_remaps, (unsigned long long)s.device_remapped);
     jprintf(&j, ",\"planHostBytes\":%llu,\"hostFreedBytes\":%llu,\"hostLifeEvents\":%.1f",
             (unsigned long long)s.plan_host_bytes, (unsigned long long)s.host_freed_bytes,
             s.host_life_events);

@@ -231,6 +231,16 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
         free(v);
         return VMEM_ERR_ENV;
     }
+    /* Remaps under the limit: VMEM_REMAP (bfc_remap). */
+    int remap_on = 1;
+    const char *re = getenv("VMEM_REMAP");
+    if (re && options_parse_bool(re, &remap_on) != 0) {
+        vmem_log(NULL, VMEM_LOG_ERROR, "invalid VMEM_REMAP=\"%s\" (expected on or off)", re);
+        backend_destroy(v->dev_backend);
+        backend_destroy(v->host_backend);
+        free(v);
+        return VMEM_ERR_ENV;
+    }
     /* The block layout planner: VMEM_LAYOUT, VMEM_LAYOUT_MIN (layout.h). */
     int layout_on = 0;
     uint64_t layout_min = 0;
@@ -264,6 +274,7 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     v->step_start = vmem_now();
     place_setup(v, cfg.placement, swap_head, swap_tail);
     layout_init(&v->layout, layout_on, layout_min);
+    v->remap = remap_on;
     v->place.debug = place_debug;
     v->place.debug_ctx = v;
     atomic_store(&v->perf, 100);
@@ -557,6 +568,12 @@ static void *device_alloc(vmem_t *v, size_t size, uintptr_t key)
     void *p = bfc_alloc(&v->dev, size, key);
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
         if (v->multi_stream && streams_settle(v))
+            p = bfc_alloc(&v->dev, size, key);
+        /* Under the limit, free memory in pieces: moved to the arena's end
+         * without waiting for the device, while one stream allocates (the
+         * old addresses stay mapped for its queued work: bfc_remap). */
+        if (!p && v->remap && !v->multi_stream && v->dev.last_fail == BFC_FAIL_LIMIT &&
+            !v->dev.pending && bfc_remap(&v->dev, size, key))
             p = bfc_alloc(&v->dev, size, key);
         if (!p && !v->dev.pending && bfc_release(&v->dev, release_target(v, size)) > 0)
             p = bfc_alloc(&v->dev, size, key);

@@ -66,6 +66,10 @@ struct vmem {
     unsigned char dirty[VMEM_MAX_STREAMS];
     int nstreams;
     int multi_stream;
+    /* VMEM_REMAP (on by default): under the limit, an allocation that no
+     * free chunk fits moves free granules to the arena's end without waiting
+     * for the device (bfc_remap) before giving memory back */
+    int remap;
 
     /* placement planner (placement.c): which allocations go to host */
     place_t place;

@@ -338,6 +338,8 @@ static const struct row {
     {"device", "trimmed", "deviceTrimmedBytes", ROW_SIZE},
     {"device", "syncs (vmm)", "deviceSyncs", ROW_COUNT},
     {"device", "their wait (s)", "deviceSyncSeconds", ROW_RATIO},
+    {"device", "remaps (no wait)", "deviceRemaps", ROW_COUNT},
+    {"device", "remapped", "deviceRemappedBytes", ROW_SIZE},
     {"host", "fallback", "hostFallback", ROW_BOOL},
     {"host", "limit", "hostLimit", ROW_SIZE},
     {"host", "held", "hostHeld", ROW_SIZE},

@@ -471,6 +471,10 @@ def worker(a):
                        "region_maps": r1[0] - r0[0], "region_unmaps": r1[1] - r0[1],
                        "syncs": r1[2] - r0[2], "sync_ms": (r1[3] - r0[3]) * 1e3,
                        "trims": s1.get("deviceTrims", 0) - s0.get("deviceTrims", 0),
+                       # free memory moved to the arena's end without a wait (bfc_remap)
+                       "remaps": s1.get("deviceRemaps", 0) - s0.get("deviceRemaps", 0),
+                       "remapped": s1.get("deviceRemappedBytes", 0)
+                       - s0.get("deviceRemappedBytes", 0),
                        "trimmed": s1.get("deviceTrimmedBytes", 0) - s0.get("deviceTrimmedBytes", 0),
                        "held": s1.get("deviceHeld"),
                        "host_in_use": s1["hostInUse"], "dev_max": s1["deviceMemUsedMax"],
@@ -497,7 +501,7 @@ def worker(a):
                     "fb %.2f mv %.2f) "
                     "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
                     "%s regions (%d mapped, %d unmapped in the step; %d device syncs, %.1f ms "
-                    "waited), held %.2f GB" % (
+                    "waited; %d remaps, %.2f GB), held %.2f GB" % (
                         a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"],
                         rec["cpu_ms"], rec["loss"],
                         rec["host_placed"] / 1e9,
@@ -505,7 +509,8 @@ def worker(a):
                         rec["host_in_use"] / 1e9, rec["rule"], rec["swap_out"] / 1e9,
                         rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"],
                         rec["regions"], rec["region_maps"], rec["region_unmaps"],
-                        rec["syncs"], rec["sync_ms"], (rec["held"] or 0) / 1e9))
+                        rec["syncs"], rec["sync_ms"], rec["remaps"], rec["remapped"] / 1e9,
+                        (rec["held"] or 0) / 1e9))
                 if scaler is not None or rec["libvmem_steps"] != 1:
                     log("    libvmem steps ended in this iteration: %d%s" % (
                         rec["libvmem_steps"],

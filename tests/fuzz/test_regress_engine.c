@@ -48,7 +48,7 @@ static vmem_status_t scripted_info(backend_t *b, size_t *free_bytes, size_t *tot
 static void scripted_destroy(backend_t *b) { (void)b; }
 
 static const backend_ops_t scripted_ops = {scripted_alloc, scripted_free, scripted_info,
-                                           scripted_destroy};
+                                           scripted_destroy, NULL, NULL};
 
 static void check(const bfc_arena_t *a)
 {

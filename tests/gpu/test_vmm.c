@@ -160,6 +160,65 @@ Test(vmm_gpu, stats_count_the_device_synchronisations_of_a_release)
     vmem_destroy(v);
 }
 
+/* Remaps (bfc_remap, vmm_region_remap): under the limit, with the free
+ * memory in two pieces, an allocation as large as both moves the one that
+ * is not the tail to the end without waiting for the device and without
+ * new physical memory; the neighbours keep their data, the new block works,
+ * and the old addresses go at the next synchronisation.  Blocks of `block`
+ * bytes (64 MiB: whole big handles; 6 MiB: granule handles). */
+static void remap_case(size_t block)
+{
+    vmem_t *v = open_vmm(4 * block, GiB);
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = vmem_alloc(v, block);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(gpu_fill(p[i], block / 4, (uint32_t)i + 7), 0);
+    }
+    cr_assert_eq(vmem_free(v, p[1]), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[3]), VMEM_OK);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    vmem_stats_t s0 = {.size = sizeof s0}, s1 = {.size = sizeof s1}, s2 = {.size = sizeof s2};
+    cr_assert_eq(vmem_get_stats(v, &s0), VMEM_OK);
+    size_t before = device_free();
+    void *q = vmem_alloc(v, 2 * block);
+    cr_assert_not_null(q);
+    cr_assert_eq(vmem_get_stats(v, &s1), VMEM_OK);
+    cr_assert_eq(where(v, q), VMEM_LOC_DEVICE);
+    cr_assert_eq(s1.device_remaps - s0.device_remaps, 1, "remaps: %llu",
+                 (unsigned long long)(s1.device_remaps - s0.device_remaps));
+    cr_assert_eq(s1.device_syncs, s0.device_syncs, "the remap waited for the device");
+    cr_assert_eq(s1.device_region_frees, s0.device_region_frees, "nothing given back");
+    cr_assert_eq(s1.device_held, s0.device_held);
+    cr_assert_leq(before, device_free() + 64 * MiB, "new physical memory: %zu -> %zu MiB free",
+                  before / MiB, device_free() / MiB);
+    backend_vmm_counters_t c;
+    cr_assert_eq(backend_vmm_counters(v->dev_backend, &c), 0);
+    cr_assert_eq(c.aliased_bytes, block, "the old addresses stay mapped until a sync");
+    cr_assert_eq(gpu_fill(q, 2 * block / 4, 99), 0);
+    expect_words(p[0], block, 7, 1, 0);
+    expect_words(q, 2 * block, 99, 1, 0);
+    CHECK(v);
+    /* a release synchronises: the old addresses go with it */
+    cr_assert_eq(vmem_free(v, p[2]), VMEM_OK);
+    size_t applied = 0;
+    cr_assert_eq(vmem_set_limit(v, 3 * block, &applied), VMEM_OK);
+    cr_assert_eq(vmem_get_stats(v, &s2), VMEM_OK);
+    cr_assert_gt(s2.device_syncs, s1.device_syncs);
+    cr_assert_eq(backend_vmm_counters(v->dev_backend, &c), 0);
+    cr_assert_eq(c.aliased_bytes, 0, "old addresses left after a sync: %zu", c.aliased_bytes);
+    expect_words(p[0], block, 7, 1, 0);
+    expect_words(q, 2 * block, 99, 1, 0);
+    CHECK(v);
+    cr_assert_eq(vmem_free(v, q), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[0]), VMEM_OK);
+    vmem_destroy(v);
+}
+
+Test(vmm_gpu, remap_moves_whole_big_handles_without_a_wait) { remap_case(64 * MiB); }
+
+Test(vmm_gpu, remap_moves_granule_handles_without_a_wait) { remap_case(6 * MiB); }
+
 static void need_host_backing(vmem_t *v)
 {
     if (!(v->dev_backend->flags & BACKEND_F_HOST_BACKING)) {

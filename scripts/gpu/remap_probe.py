@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Can free physical memory be mapped at another address without waiting for
+the device?  (docs/placement.md, "A remap that does not wait": under a limit,
+an allocation that no free block fits makes libvmem give free memory back and
+map new memory, which waits for all queued work.)
+
+    python3 scripts/gpu/remap_probe.py
+
+Checks, with the CUDA driver's virtual memory calls (CuPy runs the kernels):
+  1. aliasing: handles mapped at a first range, retained from their addresses
+     (cuMemRetainAllocationHandle) and mapped at a second: a kernel's write
+     through one is read through the other;
+  2. a mapping at a non-zero offset of a 64 MiB handle (the driver's
+     documentation once said the offset must be zero);
+  3. whether the calls block while the device is busy: with about 0.5 s of
+     matrix products queued, first on a non-blocking stream, then on the
+     legacy default stream, each call's CPU time and whether the stream is
+     still busy after it.  A call that waits for the device takes about the
+     queued work's time and leaves the stream idle.
+Prints one line per check; "PROBE OK" last if nothing raised.
+"""
+import ctypes
+import time
+
+import cupy as cp
+
+cu = ctypes.CDLL("libcuda.so.1")
+u64 = ctypes.c_uint64
+G = 2 << 20
+
+
+class Loc(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class Flags(ctypes.Structure):
+    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class Prop(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
+                ("location", Loc), ("win32HandleMetaData", ctypes.c_void_p),
+                ("allocFlags", Flags)]
+
+
+class Access(ctypes.Structure):
+    _fields_ = [("location", Loc), ("flags", ctypes.c_int)]
+
+
+def ck(r, what):
+    if r != 0:
+        raise RuntimeError("%s: CUresult %d" % (what, r))
+
+
+DEV = 0
+PROP = None
+ACC = None
+
+
+def reserve(size):
+    va = u64()
+    ck(cu.cuMemAddressReserve(ctypes.byref(va), ctypes.c_size_t(size), ctypes.c_size_t(0),
+                              u64(0), u64(0)), "reserve")
+    return va.value
+
+
+def create(size):
+    h = u64()
+    ck(cu.cuMemCreate(ctypes.byref(h), ctypes.c_size_t(size), ctypes.byref(PROP), u64(0)),
+       "create")
+    return h
+
+
+def map_at(va, size, h, off=0):
+    return cu.cuMemMap(u64(va), ctypes.c_size_t(size), ctypes.c_size_t(off), h, u64(0))
+
+
+def access(va, size):
+    ck(cu.cuMemSetAccess(u64(va), ctypes.c_size_t(size), ctypes.byref(ACC), ctypes.c_size_t(1)),
+       "access")
+
+
+def retain(va):
+    h = u64()
+    ck(cu.cuMemRetainAllocationHandle(ctypes.byref(h), ctypes.c_void_p(va)), "retain")
+    return h
+
+
+def view(va, nbytes):
+    mem = cp.cuda.UnownedMemory(va, nbytes, None)
+    return cp.ndarray((nbytes // 4,), dtype=cp.int32, memptr=cp.cuda.MemoryPointer(mem, 0))
+
+
+def check_alias():
+    n = 8
+    a, b = reserve(n * G), reserve(n * G)
+    hs = [create(G) for _ in range(n)]
+    for i, h in enumerate(hs):
+        ck(map_at(a + i * G, G, h), "map a")
+        ck(cu.cuMemRelease(h), "release")  # the mapping keeps it, as libvmem does
+    access(a, n * G)
+    x = view(a, n * G)
+    x[:] = cp.arange(x.size, dtype=cp.int32)
+    t0 = time.perf_counter()
+    for i in range(n):
+        h = retain(a + i * G)
+        ck(map_at(b + i * G, G, h), "map b")
+        ck(cu.cuMemRelease(h), "release retained")
+    access(b, n * G)
+    t_alias = time.perf_counter() - t0
+    y = view(b, n * G)
+    same = bool((y == cp.arange(y.size, dtype=cp.int32)).all())
+    y[::3] = -1
+    back = bool((x[::3] == -1).all())
+    cp.cuda.Device().synchronize()
+    ck(cu.cuMemUnmap(u64(a), ctypes.c_size_t(n * G)), "unmap a")
+    still = bool((y[1::3] == cp.arange(y.size, dtype=cp.int32)[1::3]).all())
+    print("alias: read through the second range %s, write seen through the first %s, "
+          "data kept after the first range is unmapped %s; %d handles mapped again in %.1f us"
+          % (same, back, still, n, t_alias * 1e6))
+    ck(cu.cuMemUnmap(u64(b), ctypes.c_size_t(n * G)), "unmap b")
+    if not (same and back and still):
+        raise RuntimeError("aliasing does not hold")
+
+
+def check_offset():
+    big = 64 << 20
+    h = create(big)
+    va = reserve(G)
+    r = map_at(va, G, h, off=G)
+    print("map at offset 2 MiB of a 64 MiB handle: CUresult %d" % r)
+    if r == 0:
+        access(va, G)
+        ck(cu.cuMemUnmap(u64(va), ctypes.c_size_t(G)), "unmap")
+    ck(cu.cuMemRelease(h), "release")
+
+
+def busy_work(stream, ms_target=500):
+    m = cp.ones((8192, 8192), dtype=cp.float32)
+    with stream:
+        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+        e0.record()
+        m @ m
+        e1.record()
+    e1.synchronize()
+    one = cp.cuda.get_elapsed_time(e0, e1)
+    reps = max(1, int(ms_target / max(one, 0.1)))
+    return m, reps, one
+
+
+def check_blocking(name, stream):
+    n = 16
+    m, reps, one = busy_work(stream)
+    spare = reserve(n * G)
+    hs = [create(G) for _ in range(n)]
+    src = reserve(n * G)
+    for i, h in enumerate(hs):
+        ck(map_at(src + i * G, G, h), "map src")
+        ck(cu.cuMemRelease(h), "release")
+    access(src, n * G)
+    dst = reserve(n * G)
+    fresh = reserve(n * G)
+    cp.cuda.Device().synchronize()
+    rows = []
+
+    def timed(what, fn):
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        rows.append("%s %.0f us (stream busy after: %s)" % (what, dt * 1e6, not stream.done))
+
+    with stream:
+        for _ in range(reps):
+            m @ m
+    t_q = time.perf_counter()
+    stream_busy = not stream.done
+
+    def create_map():
+        for i in range(n):
+            h = create(G)
+            ck(map_at(fresh + i * G, G, h), "map fresh")
+            ck(cu.cuMemRelease(h), "release")
+
+    def alias():
+        for i in range(n):
+            h = retain(src + i * G)
+            ck(map_at(dst + i * G, G, h), "map dst")
+            ck(cu.cuMemRelease(h), "release")
+
+    timed("cuMemCreate+cuMemMap x%d" % n, create_map)
+    timed("cuMemSetAccess (fresh)", lambda: access(fresh, n * G))
+    timed("retain+cuMemMap x%d (alias)" % n, alias)
+    timed("cuMemSetAccess (alias)", lambda: access(dst, n * G))
+    timed("cuMemUnmap (the aliased source)", lambda: ck(cu.cuMemUnmap(u64(src), ctypes.c_size_t(n * G)), "unmap src"))
+    timed("cuMemUnmap (fresh)", lambda: ck(cu.cuMemUnmap(u64(fresh), ctypes.c_size_t(n * G)), "unmap fresh"))
+    t0 = time.perf_counter()
+    stream.synchronize()
+    left = time.perf_counter() - t0
+    print("%s: %d products of %.1f ms queued (busy at start: %s); after the calls the CPU "
+          "still waited %.0f ms for the stream" % (name, reps, one, stream_busy, left * 1e3))
+    for r in rows:
+        print("    " + r)
+    ck(cu.cuMemUnmap(u64(dst), ctypes.c_size_t(n * G)), "unmap dst")
+    del m
+
+
+def main():
+    global PROP, ACC, DEV
+    cp.zeros(1)
+    DEV = cp.cuda.Device().id
+    PROP = Prop(type=1, location=Loc(type=1, id=DEV))
+    ACC = Access(location=Loc(type=1, id=DEV), flags=3)
+    print("device: %s" % cp.cuda.runtime.getDeviceProperties(DEV)["name"].decode())
+    check_alias()
+    check_offset()
+    check_blocking("non-blocking stream", cp.cuda.Stream(non_blocking=True))
+    check_blocking("blocking stream", cp.cuda.Stream(non_blocking=False))
+    check_blocking("legacy default stream", cp.cuda.Stream.null)
+    print("PROBE OK")
+
+
+if __name__ == "__main__":
+    main()

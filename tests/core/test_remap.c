@@ -1,0 +1,197 @@
+/*
+ * Remaps under the limit (bfc_remap, VMEM_REMAP; docs/vmm.md, "Remaps"): an
+ * allocation that no free block fits, while the arena's free memory lies in
+ * pieces, moves whole free granules to the arena's end instead of giving
+ * memory back and mapping new memory (which waits for the device on vmm).
+ * On sim-vmm: what moves, what stays, when it does not apply.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "vmem.h"
+
+static vmem_t *cut_instance(size_t limit)
+{
+    env_unset_all();
+    unsetenv("VMEM_REMAP");
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, limit, 0, 64 * MiB, NULL);
+    return create_or_die(&cfg);
+}
+
+/* Four 4 MiB blocks fill a 16 MiB limit; the second and the last are freed:
+ * 8 MiB free, in two pieces that are not neighbours (the last one the
+ * arena's free tail). */
+static void fill_and_cut(vmem_t *v, void *p[4])
+{
+    for (int i = 0; i < 4; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(location_of(v, p[i]), VMEM_LOC_DEVICE);
+        pattern_fill(p[i], 4 * MiB, (uint64_t)i + 1);
+    }
+    cr_assert_eq(vmem_free(v, p[1]), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[3]), VMEM_OK);
+    CHECK_VMEM(v, "the frees");
+}
+
+Test(remap, pieces_under_the_limit_move_to_the_tail_without_a_release)
+{
+    vmem_t *v = cut_instance(16 * MiB);
+    void *p[4];
+    fill_and_cut(v, p);
+    vmem_stats_t s0 = stats_of(v);
+    void *q = vmem_alloc(v, 8 * MiB);
+    cr_assert_not_null(q);
+    vmem_stats_t s1 = stats_of(v);
+    cr_assert_eq(location_of(v, q), VMEM_LOC_DEVICE, "served by the device, not the host");
+    cr_assert_eq(s1.device_remaps - s0.device_remaps, 1, "one run moved: %llu",
+                 (unsigned long long)(s1.device_remaps - s0.device_remaps));
+    cr_assert_eq(s1.device_remapped - s0.device_remapped, 4 * MiB, "the 4 MiB hole moved");
+    cr_assert_eq(s1.device_region_frees, s0.device_region_frees, "nothing given back");
+    cr_assert_eq(s1.device_held, s0.device_held, "held unchanged: %zu -> %zu", s0.device_held,
+                 s1.device_held);
+    cr_assert_leq(s1.device_peak_held, 16 * MiB, "never above the limit");
+    cr_assert_eq(s1.spills, s0.spills, "nothing on host");
+    /* the block is the old tail and the moved hole, one range */
+    cr_assert_eq((char *)q, (char *)p[3], "the free tail is where it starts");
+    pattern_fill(q, 8 * MiB, 9);
+    cr_assert(pattern_ok(p[0], 4 * MiB, 1), "the live blocks keep their data");
+    cr_assert(pattern_ok(p[2], 4 * MiB, 3));
+    cr_assert(pattern_ok(q, 8 * MiB, 9));
+    CHECK_VMEM(v, "the remap");
+    /* the moved hole's addresses left the arena: no block is there */
+    vmem_ptr_info_t info;
+    cr_assert_eq(vmem_ptr_info(v, p[1], &info), VMEM_ERR_FOREIGN_PTR);
+    cr_assert_eq(vmem_free(v, q), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[0]), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[2]), VMEM_OK);
+    CHECK_VMEM(v, "the last frees");
+    vmem_destroy(v);
+}
+
+Test(remap, off_gives_memory_back_and_maps_it_again)
+{
+    vmem_t *v = cut_instance(16 * MiB);
+    vmem_destroy(v);
+    setenv("VMEM_REMAP", "off", 1);
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 16 * MiB, 0, 64 * MiB, NULL);
+    v = create_or_die(&cfg);
+    unsetenv("VMEM_REMAP");
+    void *p[4];
+    fill_and_cut(v, p);
+    vmem_stats_t s0 = stats_of(v);
+    void *q = vmem_alloc(v, 8 * MiB);
+    cr_assert_not_null(q);
+    vmem_stats_t s1 = stats_of(v);
+    cr_assert_eq(location_of(v, q), VMEM_LOC_DEVICE);
+    cr_assert_eq(s1.device_remaps, 0);
+    cr_assert_gt(s1.device_region_frees, s0.device_region_frees, "the release path gave back");
+    cr_assert(pattern_ok(p[0], 4 * MiB, 1));
+    cr_assert(pattern_ok(p[2], 4 * MiB, 3));
+    CHECK_VMEM(v, "the release");
+    cr_assert_eq(vmem_free(v, q), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[0]), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[2]), VMEM_OK);
+    vmem_destroy(v);
+}
+
+Test(remap, a_bad_setting_is_refused)
+{
+    env_unset_all();
+    setenv("VMEM_REMAP", "sometimes", 1);
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 16 * MiB, 0, 64 * MiB, NULL);
+    vmem_t *v = NULL;
+    cr_assert_eq(vmem_create(&cfg, &v), VMEM_ERR_ENV);
+    cr_assert_null(v);
+    unsetenv("VMEM_REMAP");
+}
+
+Test(remap, not_while_two_streams_allocate)
+{
+    vmem_t *v = cut_instance(16 * MiB);
+    void *s1 = (void *)(uintptr_t)0x1000, *s2 = (void *)(uintptr_t)0x2000;
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = vmem_alloc_stream(v, 4 * MiB, i % 2 ? s2 : s1);
+        cr_assert_not_null(p[i]);
+        pattern_fill(p[i], 4 * MiB, (uint64_t)i + 1);
+    }
+    cr_assert_eq(vmem_free_stream(v, p[1], s2), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, p[3], s2), VMEM_OK);
+    void *q = vmem_alloc_stream(v, 8 * MiB, s1);
+    cr_assert_not_null(q);
+    vmem_stats_t s = stats_of(v);
+    cr_assert_eq(s.device_remaps, 0, "another stream's free memory is not moved without a wait");
+    cr_assert(pattern_ok(p[0], 4 * MiB, 1));
+    cr_assert(pattern_ok(p[2], 4 * MiB, 3));
+    CHECK_VMEM(v, "the allocation");
+    cr_assert_eq(vmem_free_stream(v, q, s1), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, p[0], s1), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, p[2], s1), VMEM_OK);
+    vmem_destroy(v);
+}
+
+Test(remap, pieces_smaller_than_a_granule_do_not_move)
+{
+    /* 1 MiB holes between live blocks hold no whole granule: nothing moves,
+     * and the allocation is served another way (host fallback here). */
+    vmem_t *v = cut_instance(16 * MiB);
+    void *p[16];
+    for (int i = 0; i < 16; i++) {
+        p[i] = vmem_alloc(v, MiB);
+        cr_assert_not_null(p[i]);
+    }
+    for (int i = 0; i < 16; i += 2)
+        cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    void *q = vmem_alloc(v, 2 * MiB);
+    cr_assert_not_null(q);
+    cr_assert_eq(stats_of(v).device_remaps, 0);
+    CHECK_VMEM(v, "the allocation");
+    cr_assert_eq(vmem_free(v, q), VMEM_OK);
+    for (int i = 1; i < 16; i += 2)
+        cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    vmem_destroy(v);
+}
+
+/* Random blocks under a tight limit, each filled with its own pattern:
+ * remaps happen, every block keeps its data, the invariants hold after
+ * every operation, and held stays under the limit. */
+Test(remap, random_work_under_a_limit_keeps_every_block)
+{
+    vmem_t *v = cut_instance(32 * MiB);
+    enum { N = 24 };
+    void *p[N] = {0};
+    size_t sz[N] = {0};
+    uint64_t rng = 12345, ids[N] = {0}, next = 1;
+    for (int op = 0; op < 3000; op++) {
+        size_t i = rng_range(&rng, 0, N - 1);
+        if (p[i]) {
+            cr_assert(pattern_ok(p[i], sz[i], ids[i]), "block %zu lost its data at op %d", i, op);
+            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+            p[i] = NULL;
+        } else {
+            sz[i] = rng_range(&rng, 1, 6) * MiB / (rng_range(&rng, 0, 1) ? 1 : 3);
+            p[i] = vmem_alloc(v, sz[i]);
+            cr_assert_not_null(p[i], "op %d: %zu bytes", op, sz[i]);
+            ids[i] = next++;
+            pattern_fill(p[i], sz[i], ids[i]);
+        }
+        if (op % 50 == 0)
+            CHECK_VMEM(v, "op %d", op);
+    }
+    vmem_stats_t s = stats_of(v);
+    cr_assert_gt(s.device_remaps, 0, "the workload made remaps");
+    cr_assert_leq(s.device_peak_held, 32 * MiB);
+    cr_log_info("remaps %llu (%zu MiB), region frees %llu, spills %llu",
+                (unsigned long long)s.device_remaps, (size_t)(s.device_remapped / MiB),
+                (unsigned long long)s.device_region_frees, (unsigned long long)s.spills);
+    for (int i = 0; i < N; i++)
+        if (p[i]) {
+            cr_assert(pattern_ok(p[i], sz[i], ids[i]));
+            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+        }
+    CHECK_VMEM(v, "the end");
+    vmem_destroy(v);
+}
