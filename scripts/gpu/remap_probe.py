@@ -12,7 +12,9 @@ Checks, with the CUDA driver's virtual memory calls (CuPy runs the kernels):
      through one is read through the other;
   2. a mapping at a non-zero offset of a 64 MiB handle (the driver's
      documentation once said the offset must be zero);
-  3. whether the calls block while the device is busy: with about 0.5 s of
+  3. what the calls cost per handle size: 64 MiB as 32 granule handles and
+     as one 64 MiB handle (created, mapped, aliased, access set, unmapped);
+  4. whether the calls block while the device is busy: with about 0.5 s of
      matrix products queued, first on a non-blocking stream, then on the
      legacy default stream, each call's CPU time and whether the stream is
      still busy after it.  A call that waits for the device takes about the
@@ -136,6 +138,46 @@ def check_offset():
     ck(cu.cuMemRelease(h), "release")
 
 
+def check_access_cost():
+    """cuMemSetAccess and cuMemMap over 64 MiB mapped as 32 granule handles,
+    as one 64 MiB handle, and aliases of each (the remap's calls), on an idle
+    device: is the cost per handle or per byte?"""
+    total = 64 << 20
+    for hsize in (G, total):
+        n = total // hsize
+        src, dst = reserve(total), reserve(total)
+        hs = [create(hsize) for _ in range(n)]
+        t0 = time.perf_counter()
+        for i, h in enumerate(hs):
+            ck(map_at(src + i * hsize, hsize, h), "map")
+            ck(cu.cuMemRelease(h), "release")
+        t_map = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        access(src, total)
+        t_acc = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for i in range(n):
+            h = retain(src + i * hsize)
+            ck(map_at(dst + i * hsize, hsize, h), "map alias")
+            ck(cu.cuMemRelease(h), "release")
+        t_alias = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        access(dst, total)
+        t_acc2 = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        ck(cu.cuMemUnmap(u64(src), ctypes.c_size_t(total)) if n == 1 else
+           sum(cu.cuMemUnmap(u64(src + i * hsize), ctypes.c_size_t(hsize)) for i in range(n)),
+           "unmap")
+        t_unmap = time.perf_counter() - t0
+        ck(cu.cuMemUnmap(u64(dst), ctypes.c_size_t(total)) if n == 1 else
+           sum(cu.cuMemUnmap(u64(dst + i * hsize), ctypes.c_size_t(hsize)) for i in range(n)),
+           "unmap dst")
+        print("64 MiB as %d handle(s) of %d MiB: create+map %.0f us, access %.0f us; alias "
+              "(retain+map) %.0f us, access %.0f us; unmap %.0f us"
+              % (n, hsize >> 20, t_map * 1e6, t_acc * 1e6, t_alias * 1e6, t_acc2 * 1e6,
+                 t_unmap * 1e6))
+
+
 def busy_work(stream, ms_target=500):
     m = cp.ones((8192, 8192), dtype=cp.float32)
     with stream:
@@ -214,6 +256,8 @@ def main():
     print("device: %s" % cp.cuda.runtime.getDeviceProperties(DEV)["name"].decode())
     check_alias()
     check_offset()
+    check_access_cost()
+    check_access_cost()
     check_blocking("non-blocking stream", cp.cuda.Stream(non_blocking=True))
     check_blocking("blocking stream", cp.cuda.Stream(non_blocking=False))
     check_blocking("legacy default stream", cp.cuda.Stream.null)
