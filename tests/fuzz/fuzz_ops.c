@@ -1138,6 +1138,11 @@ static void shadow_close(shadow_t *s)
     shadow_verify(s, NULL);
     block_free(s, 0, NULL);
     shadow_verify(s, NULL);
+    vmem_stats_t fin;
+    memset(&fin, 0, sizeof fin);
+    fin.size = sizeof fin;
+    if (vmem_get_stats(s->v, &fin) == VMEM_OK)
+        fuzz_totals.remaps += fin.device_remaps;
     vmem_destroy(s->v);
     if (s->other) {
         REQUIRE(s, vmem_free(s->other, s->other_block) == VMEM_OK, "second instance free");
@@ -1178,11 +1183,13 @@ void fuzz_totals_print(FILE *out)
 {
     fprintf(out,
             "fuzz_ops: %llu inputs, %llu operations (%llu allocations, %llu spilled, %llu NULL, "
-            "%llu bad frees rejected, %llu pending shrinks, %llu fault injections), 0 violations\n",
+            "%llu bad frees rejected, %llu pending shrinks, %llu fault injections, %llu remaps), "
+            "0 violations\n",
             (unsigned long long)fuzz_totals.inputs, (unsigned long long)fuzz_totals.ops,
             (unsigned long long)fuzz_totals.allocs_ok, (unsigned long long)fuzz_totals.spills,
             (unsigned long long)fuzz_totals.allocs_null, (unsigned long long)fuzz_totals.bad_frees,
-            (unsigned long long)fuzz_totals.pending, (unsigned long long)fuzz_totals.faults);
+            (unsigned long long)fuzz_totals.pending, (unsigned long long)fuzz_totals.faults,
+            (unsigned long long)fuzz_totals.remaps);
 }
 
 #ifdef FUZZ_LIBFUZZER

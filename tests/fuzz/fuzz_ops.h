@@ -20,6 +20,7 @@ typedef struct fuzz_totals {
     uint64_t bad_frees;  /* foreign / double frees rejected */
     uint64_t pending;    /* limit changes that left a shrink pending */
     uint64_t faults;     /* fault-injection operations */
+    uint64_t remaps;     /* free memory moved under a limit (device_remaps, sim-vmm) */
 } fuzz_totals_t;
 
 extern fuzz_totals_t fuzz_totals;
