@@ -1345,8 +1345,13 @@ int bfc_remap(bfc_arena_t *a, size_t size, uintptr_t stream)
         !a->backend->ops->region_remap)
         return 0;
     /* One run per round, holes found afresh each time (a region added may
-     * merge with a neighbour and delete a chunk an old hole list points at). */
-    for (int round = 0; round < 64 && !free_fit(a, rs, stream); round++) {
+     * merge with a neighbour and delete a chunk an old hole list points at).
+     * A run the backend refuses (a big handle that would lose its
+     * alignment) is skipped in the rounds after. */
+    enum { ROUNDS = 64 };
+    uintptr_t skip[ROUNDS];
+    int nskip = 0, moved = 0;
+    for (int round = 0; round < ROUNDS && !free_fit(a, rs, stream); round++) {
         bfc_region_t *last = a->regions;
         while (last->next)
             last = last->next;
@@ -1360,6 +1365,11 @@ int bfc_remap(bfc_arena_t *a, size_t size, uintptr_t stream)
         uintptr_t lo = 0, hi = 0;
         bfc_chunk_t *c = NULL;
         for (size_t i = 0; h && i < n && hi <= lo; i++) {
+            int skipped = 0;
+            for (int k = 0; k < nskip; k++)
+                skipped |= skip[k] >= h[i].lo && skip[k] < h[i].hi;
+            if (skipped)
+                continue;
             lo = h[i].lo;
             hi = h[i].hi;
             if (hi - lo > want)
@@ -1369,29 +1379,40 @@ int bfc_remap(bfc_arena_t *a, size_t size, uintptr_t stream)
         }
         free(h);
         if (hi <= lo)
-            return 0; /* nothing movable */
+            break; /* nothing (more) movable */
         while (c->addr + c->size <= lo)
             c = c->next;
         if ((hi <= c->addr + c->size ? region_punch(a, c, lo, hi, 0)
                                      : span_punch(a, c, lo, hi, 0)) != 0)
-            return 0;
+            break;
         void *dst = NULL;
-        if (backend_region_remap(a->backend, (void *)lo, hi - lo, (void *)end, &dst) != VMEM_OK) {
+        vmem_status_t st = backend_region_remap(a->backend, (void *)lo, hi - lo, (void *)end, &dst);
+        if (st != VMEM_OK) {
             /* still mapped where it was: the arena takes it back */
-            if (region_add(a, lo, hi - lo) != 0)
+            if (region_add(a, lo, hi - lo) != 0) {
                 backend_region_free(a->backend, (void *)lo, hi - lo);
-            return 0;
+                break;
+            }
+            if (st != VMEM_ERR_UNSUPPORTED)
+                break;
+            a->remap_refused++;
+            skip[nskip++] = lo;
+            continue;
         }
         if (region_add(a, (uintptr_t)dst, hi - lo) != 0) {
             backend_region_free(a->backend, dst, hi - lo);
-            return 0;
+            break;
         }
         a->remaps++;
         a->remapped += hi - lo;
+        moved = 1;
         if ((uintptr_t)dst != end)
             break; /* not next to the tail: no more rounds towards it */
     }
-    return free_fit(a, rs, stream) != NULL;
+    int fits = free_fit(a, rs, stream) != NULL;
+    if (!fits && !moved)
+        a->remap_misses++;
+    return fits;
 }
 
 /* Merges free chunk c with its free neighbours of the same stream key. */

@@ -190,6 +190,9 @@ typedef struct bfc_arena {
     uint64_t region_allocs, region_frees;
     uint64_t remaps;            /* free runs mapped again at the arena's end (bfc_remap) */
     size_t remapped;            /* bytes of those runs */
+    uint64_t remap_misses;      /* bfc_remap calls that moved nothing (no whole free
+                                   mapping below the tail, or the rest failed) */
+    uint64_t remap_refused;     /* runs the backend refused (a big handle's alignment) */
     uint64_t trims;             /* growths that gave free memory back first */
     size_t trimmed;             /* bytes they gave back */
     size_t trim_from;           /* held before the last trim (0: none since) */

@@ -194,6 +194,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     pthread_mutex_lock(&v->lock);
     size_t stable_dev = v->stable_dev, stable_host = v->stable_host;
     const char *reason = v->swap_reason;
+    uint64_t remap_misses = v->dev.remap_misses, remap_refused = v->dev.remap_refused;
     pthread_mutex_unlock(&v->lock);
     control_status_t cs;
     control_get_status(v, &cs);
@@ -247,6 +248,8 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)s.device_syncs, s.device_sync_seconds);
     jprintf(&j, ",\"deviceRemaps\":%llu,\"deviceRemappedBytes\":%llu",
             (unsigned long long)s.device_remaps, (unsigned long long)s.device_remapped);
+    jprintf(&j, ",\"deviceRemapMisses\":%llu,\"deviceRemapRefusals\":%llu",
+            (unsigned long long)remap_misses, (unsigned long long)remap_refused);
     jprintf(&j, ",\"planHostBytes\":%llu,\"hostFreedBytes\":%llu,\"hostLifeEvents\":%.1f",
             (unsigned long long)s.plan_host_bytes, (unsigned long long)s.host_freed_bytes,
             s.host_life_events);

@@ -340,6 +340,8 @@ static const struct row {
     {"device", "their wait (s)", "deviceSyncSeconds", ROW_RATIO},
     {"device", "remaps (no wait)", "deviceRemaps", ROW_COUNT},
     {"device", "remapped", "deviceRemappedBytes", ROW_SIZE},
+    {"device", "remaps missed", "deviceRemapMisses", ROW_COUNT},
+    {"device", "remaps refused", "deviceRemapRefusals", ROW_COUNT},
     {"host", "fallback", "hostFallback", ROW_BOOL},
     {"host", "limit", "hostLimit", ROW_SIZE},
     {"host", "held", "hostHeld", ROW_SIZE},

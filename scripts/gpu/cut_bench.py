@@ -475,6 +475,10 @@ def worker(a):
                        "remaps": s1.get("deviceRemaps", 0) - s0.get("deviceRemaps", 0),
                        "remapped": s1.get("deviceRemappedBytes", 0)
                        - s0.get("deviceRemappedBytes", 0),
+                       "remap_misses": s1.get("deviceRemapMisses", 0)
+                       - s0.get("deviceRemapMisses", 0),
+                       "remap_refusals": s1.get("deviceRemapRefusals", 0)
+                       - s0.get("deviceRemapRefusals", 0),
                        "trimmed": s1.get("deviceTrimmedBytes", 0) - s0.get("deviceTrimmedBytes", 0),
                        "held": s1.get("deviceHeld"),
                        "host_in_use": s1["hostInUse"], "dev_max": s1["deviceMemUsedMax"],
@@ -501,7 +505,7 @@ def worker(a):
                     "fb %.2f mv %.2f) "
                     "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
                     "%s regions (%d mapped, %d unmapped in the step; %d device syncs, %.1f ms "
-                    "waited; %d remaps, %.2f GB), held %.2f GB" % (
+                    "waited; %d remaps, %.2f GB, %d missed, %d refused), held %.2f GB" % (
                         a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"],
                         rec["cpu_ms"], rec["loss"],
                         rec["host_placed"] / 1e9,
@@ -510,7 +514,7 @@ def worker(a):
                         rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"],
                         rec["regions"], rec["region_maps"], rec["region_unmaps"],
                         rec["syncs"], rec["sync_ms"], rec["remaps"], rec["remapped"] / 1e9,
-                        (rec["held"] or 0) / 1e9))
+                        rec["remap_misses"], rec["remap_refusals"], (rec["held"] or 0) / 1e9))
                 if scaler is not None or rec["libvmem_steps"] != 1:
                     log("    libvmem steps ended in this iteration: %d%s" % (
                         rec["libvmem_steps"],
