@@ -699,3 +699,69 @@ Test(bfc, bad_frees_change_nothing)
     cr_assert_eq(bfc_find_live(a, (char *)p + 100), chunk_at(a, p));
     cr_assert_null(bfc_find_live(a, q));
 }
+
+/* ------------------------------------------------------------------------ */
+/* bfc_remap (docs/vmm.md, "Remaps")                                        */
+/* ------------------------------------------------------------------------ */
+
+static const backend_ops_t *sim_vmm_ops_saved;
+static backend_ops_t refusing_ops;
+static int remap_calls;
+
+/* sim-vmm's remap, refusing its first call as vmm refuses a big handle that
+ * would lose its alignment at the new address. */
+static vmem_status_t refusing_remap(backend_t *b, void *src, size_t size, void *hint, void **dst)
+{
+    if (remap_calls++ == 0)
+        return VMEM_ERR_UNSUPPORTED;
+    return sim_vmm_ops_saved->region_remap(b, src, size, hint, dst);
+}
+
+/* Six 4 MiB blocks fill a 24 MiB limit; the second, the fourth and the last
+ * are freed.  8 MiB lacks 4 after the free tail: the backend refuses the
+ * first hole it is offered, and the other one moves. */
+Test(bfc_remap, a_refused_run_is_skipped_and_the_next_hole_moves, .fini = arena_close)
+{
+    bfc_arena_t *a = arena_open(1, 24 * MiB, NULL);
+    sim_vmm_ops_saved = fx.backend->ops;
+    refusing_ops = *fx.backend->ops;
+    refusing_ops.region_remap = refusing_remap;
+    fx.backend->ops = &refusing_ops;
+    remap_calls = 0;
+    void *p[6];
+    for (int i = 0; i < 6; i++)
+        p[i] = a_alloc_ok(a, 4 * MiB, 0);
+    a_free(a, p[1], 0);
+    a_free(a, p[3], 0);
+    a_free(a, p[5], 0);
+    cr_assert_null(a_alloc(a, 8 * MiB, 0), "no free block of 8 MiB and no room");
+    cr_assert_eq(a->last_fail, BFC_FAIL_LIMIT);
+    size_t held = a->held;
+    cr_assert_eq(bfc_remap(a, 8 * MiB, 0), 1, "the second hole moved and the request fits");
+    CHECK_ARENA(a, "bfc_remap");
+    cr_assert_eq(remap_calls, 2);
+    cr_assert_eq(a->remap_refused, 1);
+    cr_assert_eq(a->remaps, 1);
+    cr_assert_eq(a->remapped, 4 * MiB);
+    cr_assert_eq(a->remap_misses, 0);
+    cr_assert_eq(a->held, held, "held unchanged");
+    void *q = a_alloc_ok(a, 8 * MiB, 0);
+    cr_assert_eq(q, p[5], "the block starts at the old free tail");
+    fx.backend->ops = sim_vmm_ops_saved;
+}
+
+/* With a stream key (two streams seen), nothing moves. */
+Test(bfc_remap, not_for_a_stream_key, .fini = arena_close)
+{
+    bfc_arena_t *a = arena_open(1, 16 * MiB, NULL);
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = a_alloc_ok(a, 4 * MiB, 0);
+    a_free(a, p[1], 0);
+    a_free(a, p[3], 0);
+    cr_assert_eq(bfc_remap(a, 8 * MiB, 7), 0);
+    cr_assert_eq(a->remaps, 0);
+    cr_assert_eq(bfc_remap(a, 8 * MiB, 0), 1);
+    CHECK_ARENA(a, "bfc_remap");
+    cr_assert_eq(a->remaps, 1);
+}
