@@ -15,36 +15,14 @@ kernels; the range is wrapped as CuPy memory it does not own.  Prints one
 line per layout, GB/s for the copy and ns per gathered value.
 """
 import ctypes
+import os
 import sys
 
 import cupy as cp
 
-cu = ctypes.CDLL("libcuda.so.1")
-u64 = ctypes.c_uint64
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-
-class Loc(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
-
-
-class Flags(ctypes.Structure):
-    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
-                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
-
-
-class Prop(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
-                ("location", Loc), ("win32HandleMetaData", ctypes.c_void_p),
-                ("allocFlags", Flags)]
-
-
-class Access(ctypes.Structure):
-    _fields_ = [("location", Loc), ("flags", ctypes.c_int)]
-
-
-def ck(r, what):
-    if r != 0:
-        raise RuntimeError("%s: CUresult %d" % (what, r))
+from vmm_ctypes import Access, Loc, Prop, ck, cu, u64  # noqa: E402
 
 
 def mapped(total, hsize, scatter):

@@ -22,37 +22,17 @@ Checks, with the CUDA driver's virtual memory calls (CuPy runs the kernels):
 Prints one line per check; "PROBE OK" last if nothing raised.
 """
 import ctypes
+import os
+import sys
 import time
 
 import cupy as cp
 
-cu = ctypes.CDLL("libcuda.so.1")
-u64 = ctypes.c_uint64
-G = 2 << 20
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from vmm_ctypes import Access, Loc, Prop, ck, cu, u64  # noqa: E402
 
-class Loc(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
-
-
-class Flags(ctypes.Structure):
-    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
-                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
-
-
-class Prop(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
-                ("location", Loc), ("win32HandleMetaData", ctypes.c_void_p),
-                ("allocFlags", Flags)]
-
-
-class Access(ctypes.Structure):
-    _fields_ = [("location", Loc), ("flags", ctypes.c_int)]
-
-
-def ck(r, what):
-    if r != 0:
-        raise RuntimeError("%s: CUresult %d" % (what, r))
+G = 2 << 20  # a granule
 
 
 DEV = 0
@@ -97,20 +77,11 @@ def view(va, nbytes):
 def check_alias():
     n = 8
     a, b = reserve(n * G), reserve(n * G)
-    hs = [create(G) for _ in range(n)]
-    for i, h in enumerate(hs):
-        ck(map_at(a + i * G, G, h), "map a")
-        ck(cu.cuMemRelease(h), "release")  # the mapping keeps it, as libvmem does
+    map_each(a, [create(G) for _ in range(n)], G)
     access(a, n * G)
     x = view(a, n * G)
     x[:] = cp.arange(x.size, dtype=cp.int32)
-    t0 = time.perf_counter()
-    for i in range(n):
-        h = retain(a + i * G)
-        ck(map_at(b + i * G, G, h), "map b")
-        ck(cu.cuMemRelease(h), "release retained")
-    access(b, n * G)
-    t_alias = time.perf_counter() - t0
+    t_alias = seconds(lambda: (alias_each(a, b, n, G), access(b, n * G)))
     y = view(b, n * G)
     same = bool((y == cp.arange(y.size, dtype=cp.int32)).all())
     y[::3] = -1
@@ -138,6 +109,36 @@ def check_offset():
     ck(cu.cuMemRelease(h), "release")
 
 
+def map_each(base, handles, hsize):
+    """Maps the handles one after the other from base and drops their
+    references (the mappings keep the memory, as libvmem does)."""
+    for i, h in enumerate(handles):
+        ck(map_at(base + i * hsize, hsize, h), "map")
+        ck(cu.cuMemRelease(h), "release")
+
+
+def alias_each(src, dst, n, hsize):
+    """Maps the n handles mapped from src again from dst (retained from
+    their addresses): libvmem's remap."""
+    for i in range(n):
+        h = retain(src + i * hsize)
+        ck(map_at(dst + i * hsize, hsize, h), "map alias")
+        ck(cu.cuMemRelease(h), "release")
+
+
+def seconds(fn):
+    """The CPU's time in fn()."""
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def unmap_each(base, n, hsize):
+    """Unmaps n mappings of hsize bytes from base, one call each."""
+    for i in range(n):
+        ck(cu.cuMemUnmap(u64(base + i * hsize), ctypes.c_size_t(hsize)), "unmap")
+
+
 def check_access_cost():
     """cuMemSetAccess and cuMemMap over 64 MiB mapped as 32 granule handles,
     as one 64 MiB handle, and aliases of each (the remap's calls), on an idle
@@ -147,31 +148,12 @@ def check_access_cost():
         n = total // hsize
         src, dst = reserve(total), reserve(total)
         hs = [create(hsize) for _ in range(n)]
-        t0 = time.perf_counter()
-        for i, h in enumerate(hs):
-            ck(map_at(src + i * hsize, hsize, h), "map")
-            ck(cu.cuMemRelease(h), "release")
-        t_map = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        access(src, total)
-        t_acc = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for i in range(n):
-            h = retain(src + i * hsize)
-            ck(map_at(dst + i * hsize, hsize, h), "map alias")
-            ck(cu.cuMemRelease(h), "release")
-        t_alias = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        access(dst, total)
-        t_acc2 = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        ck(cu.cuMemUnmap(u64(src), ctypes.c_size_t(total)) if n == 1 else
-           sum(cu.cuMemUnmap(u64(src + i * hsize), ctypes.c_size_t(hsize)) for i in range(n)),
-           "unmap")
-        t_unmap = time.perf_counter() - t0
-        ck(cu.cuMemUnmap(u64(dst), ctypes.c_size_t(total)) if n == 1 else
-           sum(cu.cuMemUnmap(u64(dst + i * hsize), ctypes.c_size_t(hsize)) for i in range(n)),
-           "unmap dst")
+        t_map = seconds(lambda: map_each(src, hs, hsize))
+        t_acc = seconds(lambda: access(src, total))
+        t_alias = seconds(lambda: alias_each(src, dst, n, hsize))
+        t_acc2 = seconds(lambda: access(dst, total))
+        t_unmap = seconds(lambda: unmap_each(src, n, hsize))
+        unmap_each(dst, n, hsize)
         print("64 MiB as %d handle(s) of %d MiB: create+map %.0f us, access %.0f us; alias "
               "(retain+map) %.0f us, access %.0f us; unmap %.0f us"
               % (n, hsize >> 20, t_map * 1e6, t_acc * 1e6, t_alias * 1e6, t_acc2 * 1e6,
@@ -194,12 +176,8 @@ def busy_work(stream, ms_target=500):
 def check_blocking(name, stream):
     n = 16
     m, reps, one = busy_work(stream)
-    spare = reserve(n * G)
-    hs = [create(G) for _ in range(n)]
     src = reserve(n * G)
-    for i, h in enumerate(hs):
-        ck(map_at(src + i * G, G, h), "map src")
-        ck(cu.cuMemRelease(h), "release")
+    map_each(src, [create(G) for _ in range(n)], G)
     access(src, n * G)
     dst = reserve(n * G)
     fresh = reserve(n * G)
@@ -215,27 +193,16 @@ def check_blocking(name, stream):
     with stream:
         for _ in range(reps):
             m @ m
-    t_q = time.perf_counter()
     stream_busy = not stream.done
 
-    def create_map():
-        for i in range(n):
-            h = create(G)
-            ck(map_at(fresh + i * G, G, h), "map fresh")
-            ck(cu.cuMemRelease(h), "release")
-
-    def alias():
-        for i in range(n):
-            h = retain(src + i * G)
-            ck(map_at(dst + i * G, G, h), "map dst")
-            ck(cu.cuMemRelease(h), "release")
-
-    timed("cuMemCreate+cuMemMap x%d" % n, create_map)
+    timed("cuMemCreate+cuMemMap x%d" % n, lambda: map_each(fresh, [create(G) for _ in range(n)], G))
     timed("cuMemSetAccess (fresh)", lambda: access(fresh, n * G))
-    timed("retain+cuMemMap x%d (alias)" % n, alias)
+    timed("retain+cuMemMap x%d (alias)" % n, lambda: alias_each(src, dst, n, G))
     timed("cuMemSetAccess (alias)", lambda: access(dst, n * G))
-    timed("cuMemUnmap (the aliased source)", lambda: ck(cu.cuMemUnmap(u64(src), ctypes.c_size_t(n * G)), "unmap src"))
-    timed("cuMemUnmap (fresh)", lambda: ck(cu.cuMemUnmap(u64(fresh), ctypes.c_size_t(n * G)), "unmap fresh"))
+    timed("cuMemUnmap (the aliased source)",
+          lambda: ck(cu.cuMemUnmap(u64(src), ctypes.c_size_t(n * G)), "unmap src"))
+    timed("cuMemUnmap (fresh)",
+          lambda: ck(cu.cuMemUnmap(u64(fresh), ctypes.c_size_t(n * G)), "unmap fresh"))
     t0 = time.perf_counter()
     stream.synchronize()
     left = time.perf_counter() - t0

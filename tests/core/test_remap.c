@@ -36,16 +36,34 @@ static void fill_and_cut(vmem_t *v, void *p[4])
     CHECK_VMEM(v, "the frees");
 }
 
+/* fill_and_cut, then an 8 MiB allocation, which must land on the device;
+ * the statistics before and after it in *s0 and *s1. */
+static void *cut_then_alloc(vmem_t *v, void *p[4], vmem_stats_t *s0, vmem_stats_t *s1)
+{
+    fill_and_cut(v, p);
+    *s0 = stats_of(v);
+    void *q = vmem_alloc(v, 8 * MiB);
+    cr_assert_not_null(q);
+    *s1 = stats_of(v);
+    cr_assert_eq(location_of(v, q), VMEM_LOC_DEVICE, "served by the device, not the host");
+    return q;
+}
+
+/* Frees q and the two blocks fill_and_cut left live. */
+static void free_rest(vmem_t *v, void *q, void *p[4])
+{
+    cr_assert_eq(vmem_free(v, q), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[0]), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[2]), VMEM_OK);
+    CHECK_VMEM(v, "the last frees");
+}
+
 Test(remap, pieces_under_the_limit_move_to_the_tail_without_a_release)
 {
     vmem_t *v = cut_instance(16 * MiB);
     void *p[4];
-    fill_and_cut(v, p);
-    vmem_stats_t s0 = stats_of(v);
-    void *q = vmem_alloc(v, 8 * MiB);
-    cr_assert_not_null(q);
-    vmem_stats_t s1 = stats_of(v);
-    cr_assert_eq(location_of(v, q), VMEM_LOC_DEVICE, "served by the device, not the host");
+    vmem_stats_t s0, s1;
+    void *q = cut_then_alloc(v, p, &s0, &s1);
     cr_assert_eq(s1.device_remaps - s0.device_remaps, 1, "one run moved: %llu",
                  (unsigned long long)(s1.device_remaps - s0.device_remaps));
     cr_assert_eq(s1.device_remapped - s0.device_remapped, 4 * MiB, "the 4 MiB hole moved");
@@ -64,10 +82,7 @@ Test(remap, pieces_under_the_limit_move_to_the_tail_without_a_release)
     /* the moved hole's addresses left the arena: no block is there */
     vmem_ptr_info_t info;
     cr_assert_eq(vmem_ptr_info(v, p[1], &info), VMEM_ERR_FOREIGN_PTR);
-    cr_assert_eq(vmem_free(v, q), VMEM_OK);
-    cr_assert_eq(vmem_free(v, p[0]), VMEM_OK);
-    cr_assert_eq(vmem_free(v, p[2]), VMEM_OK);
-    CHECK_VMEM(v, "the last frees");
+    free_rest(v, q, p);
     vmem_destroy(v);
 }
 
@@ -80,20 +95,14 @@ Test(remap, off_gives_memory_back_and_maps_it_again)
     v = create_or_die(&cfg);
     unsetenv("VMEM_REMAP");
     void *p[4];
-    fill_and_cut(v, p);
-    vmem_stats_t s0 = stats_of(v);
-    void *q = vmem_alloc(v, 8 * MiB);
-    cr_assert_not_null(q);
-    vmem_stats_t s1 = stats_of(v);
-    cr_assert_eq(location_of(v, q), VMEM_LOC_DEVICE);
+    vmem_stats_t s0, s1;
+    void *q = cut_then_alloc(v, p, &s0, &s1);
     cr_assert_eq(s1.device_remaps, 0);
     cr_assert_gt(s1.device_region_frees, s0.device_region_frees, "the release path gave back");
     cr_assert(pattern_ok(p[0], 4 * MiB, 1));
     cr_assert(pattern_ok(p[2], 4 * MiB, 3));
     CHECK_VMEM(v, "the release");
-    cr_assert_eq(vmem_free(v, q), VMEM_OK);
-    cr_assert_eq(vmem_free(v, p[0]), VMEM_OK);
-    cr_assert_eq(vmem_free(v, p[2]), VMEM_OK);
+    free_rest(v, q, p);
     vmem_destroy(v);
 }
 
