@@ -1191,8 +1191,11 @@ static vmem_status_t vmm_region_remap(backend_t *b, void *src, size_t size, void
         return VMEM_ERR_UNSUPPORTED;
     size_t first = granule_index(m, (CUdeviceptr)lo), n = size / m->granule;
     /* Addresses are plentiful (4x the device), but not endless: past the
-     * device's size in aliases, wait for the device once and unmap them. */
-    if (m->aliased * m->granule > m->va_size / VMM_RANGE_FACTOR && ctx_enter(m)) {
+     * device's size in aliases, wait for the device once and unmap them
+     * (not while this thread captures a CUDA graph: no wait may happen then,
+     * and the run below is looked for among the addresses left). */
+    if (m->aliased * m->granule > m->va_size / VMM_RANGE_FACTOR && !backend_capturing() &&
+        ctx_enter(m)) {
         ctx_sync(m);
         ctx_leave(m);
     }
