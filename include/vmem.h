@@ -432,8 +432,9 @@ VMEM_API vmem_status_t vmem_watermark(vmem_t *v, size_t *in_use, size_t *max_sin
 /* 1 if an allocation of size bytes on stream would now be served from the
  * device arena without giving memory back: a free block fits it, or the
  * limit leaves room to map more.  0 if not (then the allocation would make
- * the arena give back free memory and map it again, which waits for the
- * device), for size 0, or for v NULL.  A hint for a caller that can choose
+ * the arena move free memory without a wait where it can, VMEM_REMAP, or
+ * give it back and map it again, which waits for the device), for size 0,
+ * or for v NULL.  A hint for a caller that can choose
  * when to allocate (libvmem_offload.py fetches a saved tensor back ahead of
  * its use only where it fits); the placement planner's choice is not
  * consulted, and another thread may take the room before the allocation. */

@@ -259,9 +259,9 @@ const bfc_chunk_t *bfc_find_live(const bfc_arena_t *a, const void *p);
 
 /* 1 if bfc_alloc(a, size, stream) would be served now without giving
  * memory back: a free chunk fits it, or the limit leaves room for a region
- * of its size.  0 otherwise (then bfc_alloc fails, and the caller's way out,
- * releasing free memory to map it again, waits for the device).  Changes
- * nothing. */
+ * of its size.  0 otherwise (then bfc_alloc fails, and the caller's way out
+ * is bfc_remap where it applies, else releasing free memory to map it again,
+ * which waits for the device).  Changes nothing. */
 int bfc_fits(const bfc_arena_t *a, size_t size, uintptr_t stream);
 
 /* After bfc_alloc(a, size, 0) failed for the limit (BFC_FAIL_LIMIT) while
