@@ -532,24 +532,33 @@ static vmem_status_t vmm_region_alloc_host(backend_t *b, size_t size, void *hint
 
 static CUresult run_unmap(vmm_backend_t *m, size_t first, size_t n);
 
+/* Unmaps every run of granules in [lo, hi) whose state is `state` (whole
+ * mappings) and marks them VMM_NONE; returns how many granules. */
+static size_t state_runs_unmap(vmm_backend_t *m, size_t lo, size_t hi, uint8_t state)
+{
+    size_t done = 0;
+    for (size_t i = lo; i < hi;) {
+        if (m->state[i] != state) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < hi && m->state[j] == state)
+            j++;
+        run_unmap(m, i, j - i);
+        memset(m->state + i, VMM_NONE, j - i);
+        done += j - i;
+        i = j;
+    }
+    return done;
+}
+
 /* Unmaps the addresses remaps left mapped (VMM_ALIASED): called once the
  * device has been synchronised, so no work queued before those remaps is
  * left to use them. */
 static void alias_flush(vmm_backend_t *m)
 {
-    for (size_t i = m->alias_lo; i < m->alias_hi && m->aliased;) {
-        if (m->state[i] != VMM_ALIASED) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < m->alias_hi && m->state[j] == VMM_ALIASED)
-            j++;
-        run_unmap(m, i, j - i);
-        memset(m->state + i, VMM_NONE, j - i);
-        m->aliased -= j - i;
-        i = j;
-    }
+    m->aliased -= state_runs_unmap(m, m->alias_lo, m->alias_hi, VMM_ALIASED);
     m->alias_lo = SIZE_MAX;
     m->alias_hi = 0;
 }
@@ -1070,18 +1079,7 @@ static void pending_flush(vmm_backend_t *m)
     device_quiet(m);
     freeing_split(m, lo, hi, MAP_HUGE);
     freeing_split(m, lo, hi, MAP_BIG);
-    for (size_t i = lo; i < hi;) {
-        if (m->state[i] != VMM_FREEING) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < hi && m->state[j] == VMM_FREEING)
-            j++;
-        run_unmap(m, i, j - i);
-        memset(m->state + i, VMM_NONE, j - i);
-        i = j;
-    }
+    state_runs_unmap(m, lo, hi, VMM_FREEING);
     scratch_drop(m);
     ctx_leave(m);
     m->t_flush += seconds() - t0;

@@ -1168,6 +1168,21 @@ static size_t grow_room(const bfc_arena_t *a)
     return held < a->limit ? align_down(a->limit - held, a->granule) : 0;
 }
 
+/* Contiguous backends: the end of the arena's last region (*end), the bytes
+ * of its free tail chunk a growth there extends (*credit: 0 unless the tail
+ * is free with no stream key), and where a trim must stop so as to keep
+ * that tail (*keep: the free tail's start, else *end).  Needs a region. */
+static void arena_tail(const bfc_arena_t *a, uintptr_t *end, size_t *credit, uintptr_t *keep)
+{
+    bfc_region_t *last = a->regions;
+    while (last->next)
+        last = last->next;
+    *end = last->base + last->size;
+    const bfc_chunk_t *tail = region_last(last);
+    *credit = !tail->in_use && tail->stream == 0 ? tail->size : 0;
+    *keep = tail->in_use ? *end : tail->addr;
+}
+
 /* Obtains a region able to hold `need` bytes (after merging with a free tail
  * for contiguous backends).  Region sizes double from min_region up to
  * max_region; a request of dedicated_min or more gets a dedicated region of
@@ -1186,14 +1201,9 @@ static int arena_grow(bfc_arena_t *a, size_t need)
     size_t credit = 0;
     uintptr_t keep = UINTPTR_MAX; /* a trim keeps the tail the growth extends */
     if ((a->backend->flags & BACKEND_F_CONTIGUOUS) && a->regions) {
-        bfc_region_t *last = a->regions;
-        while (last->next)
-            last = last->next;
-        hint = (void *)(last->base + last->size);
-        bfc_chunk_t *tail = region_last(last);
-        if (!tail->in_use && tail->stream == 0)
-            credit = tail->size;
-        keep = tail->in_use ? (uintptr_t)hint : tail->addr;
+        uintptr_t end;
+        arena_tail(a, &end, &credit, &keep);
+        hint = (void *)end;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
         size_t want = need > credit ? need - credit : 0;
@@ -1352,13 +1362,9 @@ int bfc_remap(bfc_arena_t *a, size_t size, uintptr_t stream)
     uintptr_t skip[ROUNDS];
     int nskip = 0, moved = 0;
     for (int round = 0; round < ROUNDS && !free_fit(a, rs, stream); round++) {
-        bfc_region_t *last = a->regions;
-        while (last->next)
-            last = last->next;
-        uintptr_t end = last->base + last->size;
-        bfc_chunk_t *tail = region_last(last);
-        size_t credit = !tail->in_use && tail->stream == 0 ? tail->size : 0;
-        uintptr_t keep = credit ? tail->addr : end;
+        uintptr_t end, keep;
+        size_t credit;
+        arena_tail(a, &end, &credit, &keep);
         size_t want = align_up(rs > credit ? rs - credit : g, g);
         size_t n = 0;
         hole_t *h = holes_find(a, keep, 0, 1, &n);

@@ -117,6 +117,16 @@ int options_parse_bool(const char *s, int *out)
     return -1;
 }
 
+vmem_status_t options_remap_from_env(int *on)
+{
+    const char *e = getenv("VMEM_REMAP");
+    if (e && options_parse_bool(e, on) != 0) {
+        vmem_log(NULL, VMEM_LOG_ERROR, "invalid VMEM_REMAP=\"%s\" (expected on or off)", e);
+        return VMEM_ERR_ENV;
+    }
+    return VMEM_OK;
+}
+
 int options_parse_u64(const char *s, uint64_t *out)
 {
     if (!isdigit((unsigned char)*s))

@@ -223,28 +223,15 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     bfc_params_t dp = {.min_region = (size_t)2 << 20, .max_region = (size_t)256 << 20,
                        .split_min = BFC_ALIGN, .keep_regions = 0,
                        .dedicated_min = (size_t)64 << 20};
-    /* Region sizes and trim before growth: growth.h, VMEM_GROWTH, VMEM_TRIM. */
-    if (growth_policy_from_env(&dp.growth,
-                               (v->dev_backend->flags & BACKEND_F_CONTIGUOUS) != 0) != VMEM_OK) {
-        backend_destroy(v->dev_backend);
-        backend_destroy(v->host_backend);
-        free(v);
-        return VMEM_ERR_ENV;
-    }
-    /* Remaps under the limit: VMEM_REMAP (bfc_remap). */
-    int remap_on = 1;
-    const char *re = getenv("VMEM_REMAP");
-    if (re && options_parse_bool(re, &remap_on) != 0) {
-        vmem_log(NULL, VMEM_LOG_ERROR, "invalid VMEM_REMAP=\"%s\" (expected on or off)", re);
-        backend_destroy(v->dev_backend);
-        backend_destroy(v->host_backend);
-        free(v);
-        return VMEM_ERR_ENV;
-    }
-    /* The block layout planner: VMEM_LAYOUT, VMEM_LAYOUT_MIN (layout.h). */
-    int layout_on = 0;
+    /* Region sizes and trim before growth: growth.h, VMEM_GROWTH, VMEM_TRIM;
+     * remaps under the limit: VMEM_REMAP (bfc_remap); the block layout
+     * planner: VMEM_LAYOUT, VMEM_LAYOUT_MIN (layout.h). */
+    int remap_on = 1, layout_on = 0;
     uint64_t layout_min = 0;
-    if (layout_from_env(&layout_on, &layout_min) != VMEM_OK) {
+    if (growth_policy_from_env(&dp.growth,
+                               (v->dev_backend->flags & BACKEND_F_CONTIGUOUS) != 0) != VMEM_OK ||
+        options_remap_from_env(&remap_on) != VMEM_OK ||
+        layout_from_env(&layout_on, &layout_min) != VMEM_OK) {
         backend_destroy(v->dev_backend);
         backend_destroy(v->host_backend);
         free(v);
@@ -573,7 +560,7 @@ static void *device_alloc(vmem_t *v, size_t size, uintptr_t key)
          * without waiting for the device, while one stream allocates (the
          * old addresses stay mapped for its queued work: bfc_remap). */
         if (!p && v->remap && !v->multi_stream && v->dev.last_fail == BFC_FAIL_LIMIT &&
-            !v->dev.pending && bfc_remap(&v->dev, size, key))
+            bfc_remap(&v->dev, size, key))
             p = bfc_alloc(&v->dev, size, key);
         if (!p && !v->dev.pending && bfc_release(&v->dev, release_target(v, size)) > 0)
             p = bfc_alloc(&v->dev, size, key);

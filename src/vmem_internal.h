@@ -219,6 +219,9 @@ int options_parse_u64(const char *s, uint64_t *out);
 /* A switch: 1, true, yes, on (any case) set *out to 1; 0, false, no, off to
  * 0; anything else: -1, *out untouched (options.c). */
 int options_parse_bool(const char *s, int *out);
+/* VMEM_REMAP (bfc_remap): *on stays as given when unset; VMEM_ERR_ENV (and
+ * a logged error) for a value that is not a switch (options.c). */
+vmem_status_t options_remap_from_env(int *on);
 
 /* VMEM_PLACEMENT's names (options.c): the name of p, "unknown" if none;
  * placement_parse sets *out from a name (any case), -1 if none. */
