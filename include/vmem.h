@@ -220,6 +220,22 @@ VMEM_API vmem_status_t vmem_free(vmem_t *v, void *ptr);
 /* As vmem_free, recording that the block's last use was on stream. */
 VMEM_API vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream);
 
+/* Records that work queued on `stream` so far reads or writes the live block
+ * containing ptr (PyTorch's Tensor.record_stream): when the block is freed
+ * before that work is done, its memory is not reused until it is.  The free
+ * itself does not wait.  The block then counts as freed (not in use) but
+ * stays held; it goes back to the arena once that work is done, or, when an
+ * allocation needs the memory, after the allocating stream is made to wait
+ * for it (a wait queued on the GPU while one stream allocates; the CPU waits
+ * when several do), or at a limit change, vmem_trim or vmem_destroy (the CPU
+ * waits).  Up to 4 streams per block; recording a fifth waits on the CPU for
+ * the oldest.  Not for a stream capturing a CUDA graph (VMEM_ERR_BUSY), nor
+ * for a block of a tag's arena (VMEM_ERR_UNSUPPORTED).  VMEM_ERR_FOREIGN_PTR
+ * / VMEM_ERR_DOUBLE_FREE for a block not live; VMEM_ERR_BACKEND if the CUDA
+ * event could not be recorded (then nothing is deferred).  On simulated
+ * devices the order is kept as if the work never finished on its own. */
+VMEM_API vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream);
+
 /* Flags for vmem_set_limit_ex. */
 #define VMEM_LIMIT_FORCE 1u /* allow a limit above the start cap (raises it) */
 

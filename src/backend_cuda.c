@@ -261,6 +261,17 @@ void backend_fence_wait(void *fence)
         cudaGetLastError();
 }
 
+int backend_fence_stream_wait(void *fence, void *stream)
+{
+    if (!fence)
+        return 0;
+    if (cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)fence, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}
+
 void backend_fence_destroy(void *fence)
 {
     if (fence)
@@ -292,5 +303,11 @@ int backend_fence_done(void *fence)
 }
 
 void backend_fence_wait(void *fence) { (void)fence; }
+int backend_fence_stream_wait(void *fence, void *stream)
+{
+    (void)fence;
+    (void)stream;
+    return -1;
+}
 void backend_fence_destroy(void *fence) { (void)fence; }
 #endif

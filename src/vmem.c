@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "vmem_internal.h"
 
 /* initial-exec: one thread-pointer-relative access per call instead of a
@@ -262,6 +263,7 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     place_setup(v, cfg.placement, swap_head, swap_tail);
     layout_init(&v->layout, layout_on, layout_min);
     v->remap = remap_on;
+    deferred_init(&v->deferred, !(v->dev_backend->flags & BACKEND_F_SIMULATED), cfg.device);
     v->place.debug = place_debug;
     v->place.debug_ctx = v;
     atomic_store(&v->perf, 100);
@@ -282,6 +284,109 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     return VMEM_OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Deferred frees (deferred.h)                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A waiting block goes back to its arena. */
+static void deferred_give(vmem_t *v, const defer_entry_t *e)
+{
+    bfc_free(e->arena ? &v->host : &v->dev, (void *)e->ptr, e->key, NULL);
+}
+
+/* Waiting blocks whose fences are done go back (oldest first: one query
+ * per allocation while the oldest is not done). */
+static void deferred_collect(vmem_t *v)
+{
+    defer_entry_t e;
+    while (deferred_pop(&v->deferred, DEFER_DONE, NULL, &e))
+        deferred_give(v, &e);
+}
+
+/* Every waiting block goes back, the CPU waiting for its fences: before a
+ * limit change, a trim, a pause or the end of the instance. */
+static void deferred_settle(vmem_t *v)
+{
+    defer_entry_t e;
+    while (deferred_pop(&v->deferred, DEFER_CPU, NULL, &e))
+        deferred_give(v, &e);
+}
+
+/* For an allocation on stream that found no room: the oldest waiting block
+ * goes back.  While one stream allocates, that stream waits for its fences
+ * (a wait queued on the GPU; the CPU goes on); with several, the CPU waits,
+ * since another stream may take the block once the stream keys are settled.
+ * Nothing is waited for while the thread captures a CUDA graph.  1 if a
+ * block went back. */
+static int deferred_reclaim(vmem_t *v, void *stream)
+{
+    if (!deferred_waiting(&v->deferred) || backend_capturing())
+        return 0;
+    defer_entry_t e;
+    if (!deferred_pop(&v->deferred, v->multi_stream ? DEFER_CPU : DEFER_STREAM, stream, &e))
+        return 0;
+    deferred_give(v, &e);
+    return 1;
+}
+
+vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)
+{
+    if (!v || !ptr)
+        return VMEM_INVALID_ARG(v);
+    capture_scope_t cs;
+    if (capture_enter(stream, &cs)) { /* the fence would be a node of the graph */
+        capture_leave(&cs);
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_record_stream(%p): the stream is capturing a graph",
+                 ptr);
+        return VMEM_ERR_BUSY;
+    }
+    pthread_mutex_lock(&v->lock);
+    vmem_status_t st = VMEM_OK;
+    const bfc_chunk_t *c = bfc_find_live(&v->dev, ptr);
+    if (!c)
+        c = bfc_find_live(&v->host, ptr);
+    const defer_entry_t *e = c ? deferred_find(&v->deferred, c->addr) : NULL;
+    if (e && e->freed) {
+        st = VMEM_ERR_DOUBLE_FREE; /* freed, waiting for its fences */
+    } else if (c) {
+        if (deferred_record(&v->deferred, c->addr, stream) != 0)
+            st = VMEM_ERR_BACKEND;
+    } else if (v->tags && tags_find_live(v, ptr)) {
+        st = VMEM_ERR_UNSUPPORTED; /* a tag's arena: its frees do not wait */
+    } else {
+        st = bfc_classify(&v->dev, ptr);
+        if (st == VMEM_ERR_FOREIGN_PTR)
+            st = bfc_classify(&v->host, ptr);
+        if (st == VMEM_OK)
+            st = VMEM_ERR_FOREIGN_PTR;
+    }
+    pthread_mutex_unlock(&v->lock);
+    if (st != VMEM_OK)
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_record_stream(%p): %s", ptr, vmem_strerror(st));
+    return st;
+}
+
+/* At the free of the live block ptr (dev or host arena) recorded by
+ * vmem_record_stream: 1 if it now waits for its fences (accounted as freed
+ * by the caller), 0 if it is to be freed now.  *arena and *bytes, *seq get
+ * the block's arena, size and allocation order. */
+static int deferred_on_free(vmem_t *v, void *ptr, uintptr_t key, int *arena, size_t *bytes,
+                            uint64_t *seq)
+{
+    const bfc_chunk_t *c = bfc_find_live(&v->dev, ptr);
+    *arena = 0;
+    if (!c) {
+        c = bfc_find_live(&v->host, ptr);
+        *arena = 1;
+    }
+    if (!c || c->addr != (uintptr_t)ptr)
+        return 0; /* bfc_free reports it */
+    size_t host = *arena ? c->size : c->host_bytes;
+    *bytes = c->size;
+    *seq = c->seq;
+    return deferred_free(&v->deferred, c->addr, *arena, key, c->size - host, host);
+}
+
 void vmem_destroy(vmem_t *v)
 {
     if (!v)
@@ -290,6 +395,8 @@ void vmem_destroy(vmem_t *v)
     tags_destroy(v);
     for (int i = 0; i < v->nstreams; i++)
         backend_fence_destroy(v->fences[i]);
+    deferred_settle(v);
+    deferred_fini(&v->deferred);
     size_t live = bfc_fini(&v->dev) + bfc_fini(&v->host);
     layout_report(&v->layout, v);
     layout_fini(&v->layout);
@@ -550,7 +657,7 @@ static void *host_alloc(vmem_t *v, size_t size, uintptr_t key, int *arena)
     return p;
 }
 
-static void *device_alloc(vmem_t *v, size_t size, uintptr_t key)
+static void *device_alloc(vmem_t *v, size_t size, uintptr_t key, void *stream)
 {
     void *p = bfc_alloc(&v->dev, size, key);
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
@@ -561,6 +668,10 @@ static void *device_alloc(vmem_t *v, size_t size, uintptr_t key)
          * old addresses stay mapped for its queued work: bfc_remap). */
         if (!p && v->remap && !v->multi_stream && v->dev.last_fail == BFC_FAIL_LIMIT &&
             bfc_remap(&v->dev, size, key))
+            p = bfc_alloc(&v->dev, size, key);
+        /* Freed blocks that other streams' work still reads (deferred.h):
+         * back, oldest first, once this stream waits for that work. */
+        while (!p && v->dev.last_fail != BFC_FAIL_SIZE && deferred_reclaim(v, stream))
             p = bfc_alloc(&v->dev, size, key);
         if (!p && !v->dev.pending && bfc_release(&v->dev, release_target(v, size)) > 0)
             p = bfc_alloc(&v->dev, size, key);
@@ -587,9 +698,11 @@ int vmem_fits(vmem_t *v, size_t size, void *stream)
 
 /* Routing: where the placement planner puts the allocation (placement.c),
  * else the device within the limit, else the host fallback. */
-static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *st,
-                          pending_event_t *pe)
+static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, void *stream,
+                          vmem_status_t *st, pending_event_t *pe)
 {
+    if (deferred_waiting(&v->deferred))
+        deferred_collect(v);
     size_t host_before = vmem_host_bytes(v); /* for step_track */
     unsigned where = PLACE_NONE;
     if (place_deciding(&v->place)) { /* the environment only for a step that decides */
@@ -615,7 +728,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, vmem_status_t *
             layout_placed(&v->layout, p != NULL);
         }
         if (!p)
-            p = device_alloc(v, size, key);
+            p = device_alloc(v, size, key, stream);
     }
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE && v->host_fallback) {
         bfc_fail_reason_t fail = v->dev.last_fail;
@@ -676,7 +789,7 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
     if (tag)
         return tags_alloc(v, size, stream, tag);
     pthread_mutex_lock(&v->lock);
-    void *p = alloc_locked(v, size, alloc_key(v, stream), &st, &pe);
+    void *p = alloc_locked(v, size, alloc_key(v, stream), stream, &st, &pe);
     pthread_mutex_unlock(&v->lock);
     tls_status = st;
     if (!p)
@@ -698,19 +811,33 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
     size_t host_before = vmem_host_bytes(v); /* for step_track */
     size_t bytes = 0;
     int arena = 0;
-    vmem_status_t st = bfc_free(&v->dev, ptr, key, &bytes);
-    if (st == VMEM_ERR_FOREIGN_PTR) {
-        arena = 1;
-        st = bfc_free(&v->host, ptr, key, &bytes);
+    uint64_t seq = 0;
+    vmem_status_t st = VMEM_ERR_FOREIGN_PTR;
+    int waits = 0; /* vmem_record_stream's fences: the block waits for them (deferred.h) */
+    if (v->deferred.count) {
+        const defer_entry_t *e = deferred_find(&v->deferred, (uintptr_t)ptr);
+        if (e && e->freed)
+            st = VMEM_ERR_DOUBLE_FREE;
+        else if (e && (waits = deferred_on_free(v, ptr, key, &arena, &bytes, &seq)) != 0)
+            st = VMEM_OK;
     }
-    if (st == VMEM_ERR_FOREIGN_PTR && v->tags) {
-        arena = 2; /* a tag's arena (tags.c): not the planner's */
-        st = tags_free(v, ptr, key);
+    if (!waits && st == VMEM_ERR_FOREIGN_PTR) {
+        arena = 0;
+        st = bfc_free(&v->dev, ptr, key, &bytes);
+        if (st == VMEM_ERR_FOREIGN_PTR) {
+            arena = 1;
+            st = bfc_free(&v->host, ptr, key, &bytes);
+        }
+        if (st == VMEM_ERR_FOREIGN_PTR && v->tags) {
+            arena = 2; /* a tag's arena (tags.c): not the planner's */
+            st = tags_free(v, ptr, key);
+        }
+        if (arena < 2)
+            seq = arena ? v->host.freed_seq : v->dev.freed_seq;
     }
     if (st == VMEM_OK) {
         if (arena < 2)
-            place_note_free(&v->place, arena, arena ? v->host.freed_seq : v->dev.freed_seq,
-                            bytes);
+            place_note_free(&v->place, arena, seq, bytes);
         if (arena == 0)
             layout_note_free(&v->layout, (uintptr_t)ptr);
         v->frees++;
@@ -719,11 +846,13 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
         else
             step_track(v);
     } else {
-        st = bfc_classify(&v->dev, ptr);
-        if (st == VMEM_ERR_FOREIGN_PTR)
-            st = bfc_classify(&v->host, ptr);
-        if (st == VMEM_ERR_FOREIGN_PTR && v->tags)
-            st = tags_classify(v, ptr);
+        if (st != VMEM_ERR_DOUBLE_FREE) {
+            st = bfc_classify(&v->dev, ptr);
+            if (st == VMEM_ERR_FOREIGN_PTR)
+                st = bfc_classify(&v->host, ptr);
+            if (st == VMEM_ERR_FOREIGN_PTR && v->tags)
+                st = tags_classify(v, ptr);
+        }
         v->bad_frees++;
     }
     pthread_mutex_unlock(&v->lock);
@@ -758,6 +887,7 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
     size_t old = v->dev.limit;
     v->dev.share_dedicated = 0; /* a limit was set: keep dedicated regions whole */
     layout_stop(&v->layout);    /* and best fit only */
+    deferred_settle(v);         /* a shrink sees only the program's blocks */
     vmem_status_t st = bfc_set_limit(&v->dev, bytes);
     if (v->tags && tags_limit_changed(v, bytes) == VMEM_PENDING)
         st = VMEM_PENDING; /* tagged blocks hold the rest */
@@ -829,6 +959,7 @@ vmem_status_t vmem_trim(vmem_t *v, size_t *released)
     if (!v)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
+    deferred_settle(v);
     size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0) + bfc_release_host(&v->dev) +
                tags_trim(v);
     pthread_mutex_unlock(&v->lock);
@@ -849,6 +980,14 @@ static vmem_status_t boundary_moves(vmem_t *v, bfc_moves_t *moves)
 {
     if (v->dev.hostmap && v->multi_stream && (v->dev.pending || v->dev.held_host))
         streams_settle(v);
+    /* Blocks that other streams' work still reads must not move under it:
+     * those done go back; the others are waited for if a move may touch
+     * them (on host memory, or a shrink still evicting). */
+    if (deferred_waiting(&v->deferred)) {
+        deferred_collect(v);
+        if (v->deferred.host_bytes || v->dev.pending)
+            deferred_settle(v);
+    }
     /* Blocks the plan keeps on host stay there while the step does not fit
      * under the limit (placement.c); otherwise they come back. */
     v->dev.hold_host = place_hold_host(&v->place, v->dev.limit);
@@ -943,6 +1082,9 @@ vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
     }
     if (!c && v->tags && (c = tags_find_live(v, ptr)) != NULL)
         loc = VMEM_LOC_DEVICE;
+    const defer_entry_t *e = c ? deferred_find(&v->deferred, c->addr) : NULL;
+    if (e && e->freed)
+        c = NULL; /* freed, waiting for other streams' work (deferred.h) */
     if (c && c->host_bytes)
         loc = VMEM_LOC_HOST; /* spilled in place (vmm, sim-vmm) */
     if (c) {

@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "bfc.h"
+#include "deferred.h"
 #include "layout.h"
 #include "placement.h"
 #include "vmem.h"
@@ -70,6 +71,9 @@ struct vmem {
      * free chunk fits moves free granules to the arena's end without waiting
      * for the device (bfc_remap) before giving memory back */
     int remap;
+    /* deferred frees (deferred.c, vmem_record_stream): freed blocks whose
+     * memory other streams' work still reads, held until that work is done */
+    deferred_t deferred;
 
     /* placement planner (placement.c): which allocations go to host */
     place_t place;
@@ -97,14 +101,15 @@ struct vmem {
 
 /* Bytes in use by live blocks on device memory, and on host memory (the
  * host arena, and blocks spilled in place in the device arena: vmm,
- * sim-vmm).  Their sum is all the bytes in use, wherever they lie. */
+ * sim-vmm).  Their sum is all the bytes in use, wherever they lie.  Blocks
+ * freed and waiting for other streams' work (deferred.h) are not in use. */
 static inline size_t vmem_device_bytes(const vmem_t *v)
 {
-    return v->dev.in_use - v->dev.host_in_use;
+    return v->dev.in_use - v->dev.host_in_use - v->deferred.dev_bytes;
 }
 static inline size_t vmem_host_bytes(const vmem_t *v)
 {
-    return v->host.in_use + v->dev.host_in_use;
+    return v->host.in_use + v->dev.host_in_use - v->deferred.host_bytes;
 }
 
 /* log.c */
@@ -247,10 +252,13 @@ void backend_stream_sync(void *stream);
  * if no event could be created or recorded (the caller then waits for the
  * stream instead).  backend_fence_done returns 1 once that work has
  * completed (and for a NULL fence), 0 otherwise; backend_fence_wait
- * blocks until then. */
+ * blocks until then; backend_fence_stream_wait makes stream's later work
+ * wait for it without blocking the CPU (0, or -1 if the wait could not be
+ * queued). */
 int backend_fence_record(void **fence, void *stream, int device);
 int backend_fence_done(void *fence);
 void backend_fence_wait(void *fence);
+int backend_fence_stream_wait(void *fence, void *stream);
 void backend_fence_destroy(void *fence);
 
 #endif
