@@ -502,7 +502,7 @@ class Offload:
     """The hooks and their state for one process (all devices)."""
 
     def __init__(self, torch, in_use, budget=None, min_bytes=MiB, step_max=None, watermark=None,
-                 step_naive=None, fits=None):
+                 step_naive=None, fits=None, record_stream=None):
         """in_use(device_index) -> (device bytes in use, limit): libvmem's
         (a cheap vmem_get_stats; tests pass their own).  step_max(device_index)
         -> device bytes in use at the step's maximum so far (libvmem's
@@ -518,8 +518,22 @@ class Offload:
         whether libvmem would serve an allocation of nbytes on the stream
         without giving memory back and mapping it again (vmem_fits), which
         waits for the device: fetch by room fetches ahead only where it
-        does; None: not asked."""
+        does; None: not asked.  record_stream(device_index, ptr, stream) ->
+        whether libvmem took note that work queued on the stream so far
+        reads the block at ptr (vmem_record_stream): its memory is then not
+        reused before that work is done, whenever it is freed; None: not
+        available (the hooks hold each device tensor until its copy out is
+        done, as before)."""
         self.torch = torch
+        self.record_stream = record_stream
+        # early release (_pack): with record_stream, a saved tensor is let
+        # go as soon as its copy out is queued.  libvmem keeps its memory
+        # until the copy is done and, when an allocation needs it, makes
+        # the allocating stream wait for the copy (no CPU wait): the forward
+        # pass runs ahead of the copies until the memory runs out, instead
+        # of being paced to the link by the window from the first offloaded
+        # tensor on.  False: the window and the pacing as before.
+        self.early = True
         self.fits = fits
         self.step_naive = step_naive
         self.in_use = in_use
@@ -599,7 +613,7 @@ class Offload:
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
                        "late_fetch_bytes": 0, "late_no_room_bytes": 0, "reclaimed_bytes": 0,
-                       "skipped_bytes": 0,
+                       "skipped_bytes": 0, "early_bytes": 0,
                        "waits_out": 0, "waits_out_gpu": 0, "deduped": 0, "steps_active": 0,
                        "pack_seconds": 0.0, "unpack_seconds": 0.0, "wait_seconds": 0.0}
         self.last_step = {}
@@ -624,6 +638,7 @@ class Offload:
         self.step_cands = 0     # eligible tensors seen (not counting a second save)
         self.next_skip = {}     # the next step's skip
         self.step_offloaded = 0
+        self.step_early = 0     # of step_offloaded: let go at once (record_stream)
         self.step_offloadable = 0
         # a step may run several forward and backward passes (gradient
         # accumulation): the budget is per pass (the step's peak is its
@@ -677,7 +692,8 @@ class Offload:
             self.last_step = {"pack_s": tot["pack_seconds"] - self._mark[0],
                               "unpack_s": tot["unpack_seconds"] - self._mark[1],
                               "wait_s": tot["wait_seconds"] - self._mark[2],
-                              "offloaded": self.step_offloaded, "offloadable": self.step_offloadable,
+                              "offloaded": self.step_offloaded, "early": self.step_early,
+                              "offloadable": self.step_offloadable,
                               "prefetched": self.step_prefetched, "late": self.step_late,
                               "late_no_room": self.step_late_no_room,
                               "ahead_max": self.step_ahead_max,
@@ -895,8 +911,14 @@ class Offload:
             weakref.finalize(r, self.pool.put, slot)
             self.records.append(r)
             self.seen[key] = (weakref.ref(t), r)
-            self.pending.append((r, t))
-            self.pending_bytes += n
+            early = (self.early and self.record_stream is not None and
+                     self.record_stream(t.device.index or 0, t.data_ptr(), out.cuda_stream))
+            if early:
+                self.step_early += n
+                self.totals["early_bytes"] += n
+            else:
+                self.pending.append((r, t))
+                self.pending_bytes += n
             self.step_offloaded += n
             self.pass_offloaded += n
             self.totals["offloaded_bytes"] += n
@@ -1292,6 +1314,22 @@ def _fits_reader(lib_mod):
     return fits
 
 
+def _record_stream_fn(lib_mod):
+    import ctypes
+    lib = lib_mod.load()
+    fn = getattr(lib, "vmem_record_stream", None)
+    if fn is None:  # an older libvmem: device tensors are held until their copy is done
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    peek = lib.vmem_instance_peek
+
+    def record(device, ptr, stream):
+        v = peek(device)
+        return bool(v) and fn(v, ptr, stream) == 0
+    return record
+
+
 def install(lib_mod, torch, min_bytes=MiB, budget=None):
     """Installs the saved tensor hooks (process-wide default hooks, pushed
     on the calling thread, where the forward pass must run).  Idempotent;
@@ -1312,7 +1350,7 @@ def install(lib_mod, torch, min_bytes=MiB, budget=None):
     _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes, step_max=step_max,
                    watermark=_watermark_reader(lib_mod),
                    step_naive=getattr(lib_mod, "step_naive", None),
-                   fits=_fits_reader(lib_mod))
+                   fits=_fits_reader(lib_mod), record_stream=_record_stream_fn(lib_mod))
     torch._C._autograd._push_saved_tensors_default_hooks(_off.pack, _off.unpack)
     return _off
 

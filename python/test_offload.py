@@ -707,6 +707,42 @@ class HooksTest(unittest.TestCase):
             for k in (3, 2, 1, 0):
                 self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
 
+    def test_with_record_stream_a_tensor_goes_as_soon_as_its_copy_is_queued(self):
+        calls = []
+        answer = {"ok": True}
+
+        def record(dev, ptr, stream):
+            calls.append((dev, ptr, stream))
+            return answer["ok"]
+        torch, o, state = make(GiB, record_stream=record)
+        o.budget.window_out = 8 * MiB
+        torch.copies_done = False  # the copies out are in flight
+        ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
+        packed = [o.pack(t) for t in ts]
+        # no window, no wait: libvmem holds the memory until each copy is done
+        self.assertEqual(o.pending, [])
+        self.assertEqual([ev for s, ev in torch.waits if s is torch.default], [])
+        self.assertEqual(torch.syncs, 0)
+        self.assertEqual([c[1] for c in calls], [t.data_ptr() for t in ts])
+        self.assertEqual(o.step_early, 16 * MiB)
+        # the values come back by copies, each after its copy out
+        torch.copies_done = True
+        for k in (3, 2, 1, 0):
+            self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
+        self.assertEqual(o.step_reclaimed, 0)
+        # refused by libvmem, or switched off: the window as before
+        for ok, early in ((False, True), (True, False)):
+            answer["ok"] = ok
+            torch, o, state = make(GiB, record_stream=record)
+            o.early = early
+            o.budget.window_out = 8 * MiB
+            torch.copies_done = False
+            n = len(calls)
+            packed = [o.pack(torch.cuda_tensor(4 * MiB, 1.0)) for _ in range(4)]
+            self.assertEqual(len(o.pending), 2)
+            self.assertEqual(o.step_early, 0)
+            self.assertEqual(len(calls) - n, 4 if early else 0)
+
     def test_paced_on_the_device_skips_are_judged_on_the_gpu_timeline(self):
         # gpu_pace: the CPU's query says the copies are in flight (it runs
         # ahead), but on the GPU's timeline they ended before their

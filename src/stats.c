@@ -195,6 +195,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     size_t stable_dev = v->stable_dev, stable_host = v->stable_host;
     const char *reason = v->swap_reason;
     uint64_t remap_misses = v->dev.remap_misses, remap_refused = v->dev.remap_refused;
+    deferred_t df = v->deferred; /* counters only: the copy's pointers are not used */
     pthread_mutex_unlock(&v->lock);
     control_status_t cs;
     control_get_status(v, &cs);
@@ -250,6 +251,11 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)s.device_remaps, (unsigned long long)s.device_remapped);
     jprintf(&j, ",\"deviceRemapMisses\":%llu,\"deviceRemapRefusals\":%llu",
             (unsigned long long)remap_misses, (unsigned long long)remap_refused);
+    jprintf(&j, ",\"deferredFrees\":%llu,\"deferredFreedBytes\":%llu,\"deferredWaitingBytes\":%llu",
+            (unsigned long long)df.deferred, (unsigned long long)df.deferred_bytes,
+            (unsigned long long)(df.dev_bytes + df.host_bytes));
+    jprintf(&j, ",\"deferredStreamWaits\":%llu,\"deferredCpuWaits\":%llu",
+            (unsigned long long)df.stream_waits, (unsigned long long)df.cpu_waits);
     jprintf(&j, ",\"planHostBytes\":%llu,\"hostFreedBytes\":%llu,\"hostLifeEvents\":%.1f",
             (unsigned long long)s.plan_host_bytes, (unsigned long long)s.host_freed_bytes,
             s.host_life_events);

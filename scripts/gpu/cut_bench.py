@@ -320,6 +320,7 @@ def worker(a):
                 ("CUT_OFFLOAD_REGISTER", "pool", "register"),
                 ("CUT_OFFLOAD_PACE_ROOM", None, "pace_room"),
                 ("CUT_OFFLOAD_GPU_PACE", None, "gpu_pace"),
+                ("CUT_OFFLOAD_EARLY", None, "early"),
                 ("CUT_OFFLOAD_SPREAD", None, "spread"),
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
@@ -473,6 +474,10 @@ def worker(a):
                        "trims": s1.get("deviceTrims", 0) - s0.get("deviceTrims", 0),
                        # free memory moved to the arena's end without a wait (bfc_remap)
                        "remaps": s1.get("deviceRemaps", 0) - s0.get("deviceRemaps", 0),
+                       "dwaits": s1.get("deferredStreamWaits", 0)
+                       - s0.get("deferredStreamWaits", 0),
+                       "dcpu": s1.get("deferredCpuWaits", 0) - s0.get("deferredCpuWaits", 0),
+                       "dfreed": s1.get("deferredFreedBytes", 0) - s0.get("deferredFreedBytes", 0),
                        "remapped": s1.get("deviceRemappedBytes", 0)
                        - s0.get("deviceRemappedBytes", 0),
                        "remap_misses": s1.get("deviceRemapMisses", 0)
@@ -493,7 +498,8 @@ def worker(a):
                 if off.get("installed"):
                     ls = off.get("last_step", {})
                     rec["offload"] = {k: ls.get(k, 0) for k in (
-                        "offloaded", "prefetched", "late", "late_no_room", "reclaimed", "skipped",
+                        "offloaded", "early", "prefetched", "late", "late_no_room", "reclaimed",
+                        "skipped",
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
                         "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
                         "spread", "choice", "ahead_max", "room_known", "bw_hooks", "no_fit")}
@@ -505,7 +511,8 @@ def worker(a):
                     "fb %.2f mv %.2f) "
                     "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
                     "%s regions (%d mapped, %d unmapped in the step; %d device syncs, %.1f ms "
-                    "waited; %d remaps, %.2f GB, %d missed, %d refused), held %.2f GB" % (
+                    "waited; %d remaps, %.2f GB, %d missed, %d refused), held %.2f GB; "
+                    "deferred frees %.2f GB, %d stream waits, %d CPU waits" % (
                         a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"],
                         rec["cpu_ms"], rec["loss"],
                         rec["host_placed"] / 1e9,
@@ -514,7 +521,8 @@ def worker(a):
                         rec["swap_in"] / 1e9, rec["swap_points"], rec["swap_skipped"],
                         rec["regions"], rec["region_maps"], rec["region_unmaps"],
                         rec["syncs"], rec["sync_ms"], rec["remaps"], rec["remapped"] / 1e9,
-                        rec["remap_misses"], rec["remap_refusals"], (rec["held"] or 0) / 1e9))
+                        rec["remap_misses"], rec["remap_refusals"], (rec["held"] or 0) / 1e9,
+                        rec["dfreed"] / 1e9, rec["dwaits"], rec["dcpu"]))
                 if scaler is not None or rec["libvmem_steps"] != 1:
                     log("    libvmem steps ended in this iteration: %d%s" % (
                         rec["libvmem_steps"],
@@ -522,13 +530,14 @@ def worker(a):
                         if rec["scaler_skipped"] else ""))
                 if "offload" in rec:
                     o = rec["offload"]
-                    log("    offload: %.2f GB out, %.2f GB fetched ahead, %.2f GB late (%.2f GB "
+                    log("    offload: %.2f GB out (%.2f GB let go at once), %.2f GB fetched ahead, "
+                        "%.2f GB late (%.2f GB "
                         "for want of room), %.2f GB "
                         "taken back before the copy out was let go, %.2f GB skipped; budget %.2f "
                         "-> %.2f GB; device max %.2f GB (before backward %.2f), host max %.2f GB; "
                         "%d waits (%d on the device)" % (
-                            o["offloaded"] / 1e9, o["prefetched"] / 1e9, o["late"] / 1e9,
-                            o["late_no_room"] / 1e9, o["reclaimed"] / 1e9, o["skipped"] / 1e9,
+                            o["offloaded"] / 1e9, o["early"] / 1e9, o["prefetched"] / 1e9,
+                            o["late"] / 1e9, o["late_no_room"] / 1e9, o["reclaimed"] / 1e9, o["skipped"] / 1e9,
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
                             o.get("fwd_max", 0) / 1e9,
                             o["host_max"] / 1e9, o["waits_out"], o["waits_out_gpu"]))

@@ -1,0 +1,275 @@
+/*
+ * Deferred frees (vmem_record_stream, src/deferred.c; docs/design.md,
+ * "Deferred frees"): a block freed while another stream's recorded work may
+ * still read it is not reused until that work is done.  On the simulated
+ * devices a fence is done only once something waited for it, so every reuse
+ * shows as a wait in the statistics.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "deferred.h"
+#include "vmem.h"
+
+#define COPY_STREAM ((void *)0x5157) /* a simulated stream token */
+
+static vmem_t *instance(vmem_backend_kind_t kind, size_t limit)
+{
+    env_unset_all();
+    vmem_config_t cfg = sim_config(kind, limit, 0, 256 * MiB, NULL);
+    return create_or_die(&cfg);
+}
+
+/* A counter of the statistics JSON. */
+static unsigned long long json_u64(vmem_t *v, const char *key)
+{
+    char buf[16384], pat[64];
+    size_t need = 0;
+    cr_assert_eq(vmem_stats_json(v, buf, sizeof buf, &need), VMEM_OK);
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *at = strstr(buf, pat);
+    cr_assert_not_null(at, "no %s in the statistics", key);
+    return strtoull(at + strlen(pat), NULL, 10);
+}
+
+Test(deferred, a_recorded_block_is_not_reused_while_there_is_room)
+{
+    vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 64 * MiB);
+    void *a = vmem_alloc(v, 4 * MiB);
+    cr_assert_not_null(a);
+    cr_assert_eq(vmem_record_stream(v, a, COPY_STREAM), VMEM_OK);
+    cr_assert_eq(vmem_free(v, a), VMEM_OK);
+    vmem_stats_t s = stats_of(v);
+    cr_assert_eq(s.device_in_use, 0, "a waiting block is not in use");
+    cr_assert_geq(s.device_held, 4 * MiB, "but still held");
+    cr_assert_eq(json_u64(v, "deferredFrees"), 1);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 4 * MiB);
+    void *b = vmem_alloc(v, 4 * MiB);
+    cr_assert_not_null(b);
+    cr_assert_neq(b, a, "the waiting block was handed out again");
+    vmem_ptr_info_t info;
+    cr_assert_eq(vmem_ptr_info(v, a, &info), VMEM_ERR_FOREIGN_PTR);
+    cr_assert_eq(vmem_free(v, a), VMEM_ERR_DOUBLE_FREE);
+    cr_assert_eq(vmem_record_stream(v, a, COPY_STREAM), VMEM_ERR_DOUBLE_FREE);
+    CHECK_VMEM(v, "a deferred free");
+    cr_assert_eq(vmem_free(v, b), VMEM_OK);
+    vmem_destroy(v);
+}
+
+Test(deferred, an_unrecorded_block_is_reused_at_once)
+{
+    vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 64 * MiB);
+    void *a = vmem_alloc(v, 4 * MiB);
+    cr_assert_eq(vmem_free(v, a), VMEM_OK);
+    void *b = vmem_alloc(v, 4 * MiB);
+    cr_assert_eq(b, a);
+    cr_assert_eq(json_u64(v, "deferredFrees"), 0);
+    vmem_free(v, b);
+    vmem_destroy(v);
+}
+
+/* Four 4 MiB blocks fill a 16 MiB limit; two are recorded and freed.  An
+ * allocation of `need` must land on the device by making its stream wait,
+ * not on host and not by the CPU waiting; the other blocks keep their data.
+ * (sim: 4 MiB, since two freed neighbours of separate regions do not make
+ * room for 8 MiB there even without a deferral.) */
+static void pressure(vmem_backend_kind_t kind, size_t need)
+{
+    vmem_t *v = instance(kind, 16 * MiB);
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        cr_assert_eq(location_of(v, p[i]), VMEM_LOC_DEVICE);
+        pattern_fill(p[i], 4 * MiB, (uint64_t)i + 1);
+    }
+    cr_assert_eq(vmem_record_stream(v, p[1], COPY_STREAM), VMEM_OK);
+    cr_assert_eq(vmem_record_stream(v, (char *)p[2] + 4096, COPY_STREAM), VMEM_OK,
+                 "an address inside the block records the whole block");
+    cr_assert_eq(vmem_free(v, p[1]), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[2]), VMEM_OK);
+    void *q = vmem_alloc(v, need);
+    cr_assert_not_null(q);
+    cr_assert_eq(location_of(v, q), VMEM_LOC_DEVICE, "the allocation went to host");
+    cr_assert_eq(stats_of(v).host_in_use, 0);
+    cr_assert_geq(json_u64(v, "deferredStreamWaits"), 1);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 0);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 8 * MiB - need);
+    cr_assert(pattern_ok(p[0], 4 * MiB, 1));
+    cr_assert(pattern_ok(p[3], 4 * MiB, 4));
+    CHECK_VMEM(v, "the reclaim");
+    vmem_free(v, q);
+    vmem_free(v, p[0]);
+    vmem_free(v, p[3]);
+    vmem_destroy(v);
+}
+
+Test(deferred, pressure_reclaims_by_a_stream_wait_sim_vmm)
+{
+    pressure(VMEM_BACKEND_SIM_VMM, 8 * MiB);
+}
+Test(deferred, pressure_reclaims_by_a_stream_wait_sim) { pressure(VMEM_BACKEND_SIM, 4 * MiB); }
+
+Test(deferred, with_two_streams_the_cpu_waits)
+{
+    vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 16 * MiB);
+    void *s1 = (void *)0x101, *s2 = (void *)0x202;
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        cr_assert_not_null(p[i] = vmem_alloc_stream(v, 4 * MiB, i % 2 ? s2 : s1));
+    cr_assert_eq(vmem_record_stream(v, p[0], COPY_STREAM), VMEM_OK);
+    cr_assert_eq(vmem_record_stream(v, p[2], COPY_STREAM), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, p[0], s1), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, p[2], s1), VMEM_OK);
+    void *q = vmem_alloc_stream(v, 4 * MiB, s1);
+    cr_assert_not_null(q);
+    cr_assert_eq(location_of(v, q), VMEM_LOC_DEVICE);
+    cr_assert_eq(json_u64(v, "deferredStreamWaits"), 0);
+    cr_assert_geq(json_u64(v, "deferredCpuWaits"), 1);
+    CHECK_VMEM(v, "two streams");
+    vmem_free_stream(v, q, s1);
+    vmem_free_stream(v, p[1], s2);
+    vmem_free_stream(v, p[3], s2);
+    vmem_destroy(v);
+}
+
+Test(deferred, a_limit_change_and_a_trim_give_waiting_blocks_back)
+{
+    vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 64 * MiB);
+    void *a = vmem_alloc(v, 4 * MiB), *b = vmem_alloc(v, 4 * MiB);
+    cr_assert_eq(vmem_record_stream(v, a, COPY_STREAM), VMEM_OK);
+    cr_assert_eq(vmem_free(v, a), VMEM_OK);
+    cr_assert_eq(vmem_set_limit(v, 32 * MiB, NULL), VMEM_OK);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 0);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 1);
+    cr_assert_eq(vmem_record_stream(v, b, COPY_STREAM), VMEM_OK);
+    cr_assert_eq(vmem_free(v, b), VMEM_OK);
+    size_t released = 0;
+    cr_assert_eq(vmem_trim(v, &released), VMEM_OK);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 2);
+    cr_assert_eq(stats_of(v).device_held, 0, "the trim gave the waited-for block back");
+    CHECK_VMEM(v, "the limit change and the trim");
+    vmem_destroy(v);
+}
+
+Test(deferred, the_same_stream_again_keeps_one_fence_and_a_fifth_stream_waits)
+{
+    vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 64 * MiB);
+    void *a = vmem_alloc(v, MiB);
+    for (int k = 0; k < 3; k++)
+        cr_assert_eq(vmem_record_stream(v, a, COPY_STREAM), VMEM_OK);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 0);
+    for (uintptr_t s = 1; s <= 4; s++)
+        cr_assert_eq(vmem_record_stream(v, a, (void *)(0x1000 * s)), VMEM_OK);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 1, "the fifth stream waits for the oldest");
+    cr_assert_eq(vmem_free(v, a), VMEM_OK);
+    cr_assert_eq(json_u64(v, "deferredFrees"), 1);
+    vmem_destroy(v); /* gives it back: no live block is reported, nothing leaks */
+}
+
+Test(deferred, bad_arguments)
+{
+    vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 64 * MiB);
+    int x;
+    cr_assert_eq(vmem_record_stream(NULL, &x, NULL), VMEM_ERR_INVALID);
+    cr_assert_eq(vmem_record_stream(v, NULL, NULL), VMEM_ERR_INVALID);
+    cr_assert_eq(vmem_record_stream(v, &x, NULL), VMEM_ERR_FOREIGN_PTR);
+    unsigned prev;
+    cr_assert_eq(vmem_set_tag(v, 3, &prev), VMEM_OK);
+    void *t = vmem_alloc(v, MiB);
+    cr_assert_not_null(t);
+    cr_assert_eq(vmem_record_stream(v, t, COPY_STREAM), VMEM_ERR_UNSUPPORTED);
+    cr_assert_eq(vmem_free(v, t), VMEM_OK);
+    cr_assert_eq(vmem_set_tag(v, prev, NULL), VMEM_OK);
+    vmem_destroy(v);
+}
+
+/* Random work under a limit: every live block keeps its pattern, and the
+ * bytes in use are the live blocks' whatever waits. */
+Test(deferred, random_work_under_a_limit)
+{
+    vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 48 * MiB);
+    enum { N = 64 };
+    void *p[N] = {0};
+    size_t sz[N] = {0};
+    uint64_t rng = 12345;
+    for (int it = 0; it < 4000; it++) {
+        int i = (int)rng_range(&rng, 0, N - 1);
+        if (p[i]) {
+            cr_assert(pattern_ok(p[i], sz[i], (uint64_t)i + 1), "block %d lost its data", i);
+            if (rng_range(&rng, 0, 1))
+                cr_assert_eq(vmem_record_stream(v, p[i], COPY_STREAM), VMEM_OK);
+            cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+            p[i] = NULL;
+        } else {
+            sz[i] = rng_range(&rng, 1, 3 * MiB);
+            p[i] = vmem_alloc(v, sz[i]);
+            cr_assert_not_null(p[i]);
+            pattern_fill(p[i], sz[i], (uint64_t)i + 1);
+        }
+        if (it % 97 == 0) {
+            CHECK_VMEM(v, "step %d", it);
+            vmem_stats_t s = stats_of(v);
+            size_t live = 0;
+            for (int k = 0; k < N; k++) {
+                vmem_ptr_info_t info;
+                if (p[k] && vmem_ptr_info(v, p[k], &info) == VMEM_OK)
+                    live += info.size;
+            }
+            cr_assert_eq(s.device_in_use + s.host_in_use, live);
+        }
+    }
+    cr_assert_gt(json_u64(v, "deferredFrees"), 0);
+    for (int i = 0; i < N; i++)
+        if (p[i])
+            vmem_free(v, p[i]);
+    vmem_destroy(v);
+}
+
+/* The engine: many records, frees in random order, FIFO pops. */
+Test(deferred, engine_map_and_queue)
+{
+    deferred_t d;
+    deferred_init(&d, 0, 0);
+    enum { N = 5000 };
+    static uintptr_t order[N];
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(deferred_record(&d, (uintptr_t)(i + 1) * 256, COPY_STREAM), 0);
+    cr_assert_eq(d.count, N);
+    uint64_t rng = 7;
+    for (int i = 0; i < N; i++)
+        order[i] = (uintptr_t)(i + 1) * 256;
+    for (int i = N - 1; i > 0; i--) {
+        size_t j = rng_range(&rng, 0, (size_t)i);
+        uintptr_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int i = 0; i < N; i++) {
+        if (i % 3 == 0) {
+            deferred_forget(&d, order[i]);
+            cr_assert_null(deferred_find(&d, order[i]));
+        } else {
+            cr_assert_eq(deferred_free(&d, order[i], 0, 0, 256, 0), 1);
+            cr_assert(deferred_find(&d, order[i])->freed);
+        }
+    }
+    for (int i = 0; i < N; i++) /* the map still finds every waiting block */
+        if (i % 3)
+            cr_assert_not_null(deferred_find(&d, order[i]));
+    defer_entry_t e;
+    cr_assert_eq(deferred_pop(&d, DEFER_DONE, NULL, &e), 0, "a simulated fence is not done");
+    for (int i = 0; i < N; i++) {
+        if (i % 3 == 0)
+            continue;
+        cr_assert_eq(deferred_pop(&d, DEFER_STREAM, NULL, &e), 1);
+        cr_assert_eq(e.ptr, order[i], "not in free order");
+    }
+    cr_assert_eq(d.count, 0);
+    cr_assert_eq(d.dev_bytes, 0);
+    cr_assert_eq(deferred_waiting(&d), 0);
+    deferred_fini(&d);
+}
