@@ -715,6 +715,8 @@ class HooksTest(unittest.TestCase):
             calls.append((dev, ptr, stream))
             return answer["ok"]
         torch, o, state = make(GiB, record_stream=record)
+        self.assertFalse(o.early)  # a study knob, off by default
+        o.early = True
         o.budget.window_out = 8 * MiB
         torch.copies_done = False  # the copies out are in flight
         ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]

@@ -663,15 +663,17 @@ static void *device_alloc(vmem_t *v, size_t size, uintptr_t key, void *stream)
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
         if (v->multi_stream && streams_settle(v))
             p = bfc_alloc(&v->dev, size, key);
+        /* Freed blocks that other streams' work still reads (deferred.h):
+         * back, oldest first, once this stream waits for that work (before
+         * a remap: measured, waiting for a copy cost less than moving the
+         * memory around the blocks that wait; docs/placement.md). */
+        while (!p && v->dev.last_fail != BFC_FAIL_SIZE && deferred_reclaim(v, stream))
+            p = bfc_alloc(&v->dev, size, key);
         /* Under the limit, free memory in pieces: moved to the arena's end
          * without waiting for the device, while one stream allocates (the
          * old addresses stay mapped for its queued work: bfc_remap). */
         if (!p && v->remap && !v->multi_stream && v->dev.last_fail == BFC_FAIL_LIMIT &&
             bfc_remap(&v->dev, size, key))
-            p = bfc_alloc(&v->dev, size, key);
-        /* Freed blocks that other streams' work still reads (deferred.h):
-         * back, oldest first, once this stream waits for that work. */
-        while (!p && v->dev.last_fail != BFC_FAIL_SIZE && deferred_reclaim(v, stream))
             p = bfc_alloc(&v->dev, size, key);
         if (!p && !v->dev.pending && bfc_release(&v->dev, release_target(v, size)) > 0)
             p = bfc_alloc(&v->dev, size, key);

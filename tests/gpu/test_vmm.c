@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_driver.h"
 #include "vmem_internal.h"
@@ -214,6 +215,67 @@ static void remap_case(size_t block)
     cr_assert_eq(vmem_free(v, p[0]), VMEM_OK);
     vmem_destroy(v);
 }
+
+/* vmem_record_stream (src/deferred.c): a block a copy stream still reads
+ * when it is freed is reused by another allocation only after that copy.
+ * The copy stream is held back by a host function (1 s), so a reuse
+ * that did not wait would overwrite the block before the copy reads it. */
+static void hold_stream(void *ms) { usleep((useconds_t)(uintptr_t)ms * 1000); }
+
+static void deferred_case(int two_streams)
+{
+    const size_t block = 32 * MiB;
+    vmem_t *v = open_vmm(2 * block, GiB);
+    cudaStream_t a, b;
+    cr_assert_eq(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+    cr_assert_eq(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+    void *keep = vmem_alloc_stream(v, block, a);
+    void *src = vmem_alloc_stream(v, block, two_streams ? (void *)b : (void *)a);
+    cr_assert(keep && src);
+    cr_assert_eq(gpu_fill(src, block / 4, 41), 0);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    uint32_t *h = NULL;
+    cr_assert_eq(cudaMallocHost((void **)&h, block), cudaSuccess);
+    memset(h, 0, block);
+    cr_assert_eq(cudaLaunchHostFunc(b, hold_stream, (void *)(uintptr_t)1000), cudaSuccess);
+    cr_assert_eq(cudaMemcpyAsync(h, src, block, cudaMemcpyDeviceToHost, b), cudaSuccess);
+    cr_assert_eq(vmem_record_stream(v, src, b), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, src, two_streams ? (void *)b : (void *)a), VMEM_OK);
+    vmem_stats_t s = {.size = sizeof s};
+    cr_assert_eq(vmem_get_stats(v, &s), VMEM_OK);
+    cr_assert_eq(s.device_in_use, block, "the waiting block counts as freed");
+    void *q = vmem_alloc_stream(v, block, a); /* at the limit: only src's memory is left */
+    cr_assert_not_null(q);
+    cr_assert_eq(where(v, q), VMEM_LOC_DEVICE);
+    cr_assert_eq(cudaMemsetAsync(q, 0xEE, block, a), cudaSuccess);
+    if (two_streams) {
+        /* the CPU waited: for the copy stream's fence of the free (the
+         * stream keys' settle) or for the recorded copy itself */
+        cr_assert_eq(v->deferred.stream_waits, 0, "two streams: no wait queued on a stream");
+        cr_assert_eq(v->deferred.cpu_waits + v->deferred.done, 1);
+    } else {
+        cr_assert_eq(v->deferred.stream_waits, 1, "the allocating stream waits");
+        cr_assert_eq(v->deferred.cpu_waits, 0, "the CPU waited");
+        cr_assert_eq(cudaStreamQuery(b), cudaErrorNotReady,
+                     "the copy should still be held back: the CPU must not have waited");
+    }
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    for (size_t i = 0; i < block / 4; i++)
+        if (h[i] != ((uint32_t)(i * 2654435761u) ^ 41u))
+            cr_assert_fail("word %zu of the copy: %#x: the block was reused before the copy", i,
+                           h[i]);
+    CHECK(v);
+    cr_assert_eq(vmem_free_stream(v, q, a), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, keep, a), VMEM_OK);
+    cudaFreeHost(h);
+    cudaStreamDestroy(a);
+    cudaStreamDestroy(b);
+    vmem_destroy(v);
+}
+
+Test(vmm_gpu, deferred_free_waits_on_the_allocating_stream) { deferred_case(0); }
+
+Test(vmm_gpu, deferred_free_with_two_streams_waits_on_the_cpu) { deferred_case(1); }
 
 Test(vmm_gpu, remap_moves_whole_big_handles_without_a_wait) { remap_case(64 * MiB); }
 
