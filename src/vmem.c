@@ -288,6 +288,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
 /* Deferred frees (deferred.h)                                              */
 /* ------------------------------------------------------------------------ */
 
+static int streams_real(const vmem_t *v);
+
 /* A waiting block goes back to its arena. */
 static void deferred_give(vmem_t *v, const defer_entry_t *e)
 {
@@ -333,8 +335,10 @@ vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)
 {
     if (!v || !ptr)
         return VMEM_INVALID_ARG(v);
+    /* A stream capturing a graph: the fence would be a node of the graph.
+     * (Simulated devices' streams are tokens, never asked.) */
     capture_scope_t cs;
-    if (capture_enter(stream, &cs)) { /* the fence would be a node of the graph */
+    if (streams_real(v) && capture_enter(stream, &cs)) {
         capture_leave(&cs);
         vmem_log(v, VMEM_LOG_ERROR, "vmem_record_stream(%p): the stream is capturing a graph",
                  ptr);
