@@ -98,6 +98,7 @@ def _declare(lib):
         "vmem_torch_graph_release": (sz, [i]),
         "vmem_host_reserve": (st, [vp, sz, c.POINTER(sz)]),
         "vmem_torch_graph_held": (sz, [i, c.POINTER(sz)]),
+        "vmem_record_stream": (st, [vp, vp, vp]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -267,6 +268,35 @@ def step_naive(device=0):
     st = load().vmem_step_naive(_instance(device if device is not None else 0))
     if st != VMEM_OK:
         raise VmemError(st, "step_naive")
+
+
+def _stream_handle(stream):
+    """A raw stream handle from a torch.cuda.Stream, a CuPy stream or an int."""
+    for attr in ("cuda_stream", "ptr"):
+        h = getattr(stream, attr, None)
+        if h is not None:
+            return int(h)
+    return int(stream or 0)
+
+
+def record_stream(tensor_or_ptr, stream, device=None):
+    """vmem_record_stream: the work queued on `stream` so far uses the
+    block (PyTorch's Tensor.record_stream, a no-op through the pluggable
+    allocator).  Freed before that work is done, the block is reused only
+    after it; the free does not wait.  tensor_or_ptr: a CUDA tensor, or an
+    address of a block of device's instance (device None: the tensor's, or
+    0).  stream: a torch.cuda.Stream, a CuPy stream or a raw handle.  Raises
+    VmemError (a block not handed out by libvmem, a stream capturing a CUDA
+    graph, a block of a tag).  docs/embedding.md, "Streams"."""
+    ptr = tensor_or_ptr
+    if hasattr(tensor_or_ptr, "data_ptr"):
+        ptr = tensor_or_ptr.data_ptr()
+        if device is None and getattr(tensor_or_ptr, "device", None) is not None:
+            device = tensor_or_ptr.device.index
+    st = load().vmem_record_stream(_instance(device or 0), ctypes.c_void_p(int(ptr)),
+                                   ctypes.c_void_p(_stream_handle(stream)))
+    if st != VMEM_OK:
+        raise VmemError(st, "record_stream")
 
 
 def trim(device=0):

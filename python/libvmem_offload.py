@@ -532,11 +532,12 @@ class Offload:
         # it, makes the allocating stream wait for the copy (no CPU wait):
         # the forward pass runs ahead of the copies until the memory runs
         # out, instead of being paced to the link by the window.  Off: on an
-        # H100 it made GPT-2 and BERT 7-20% slower at 75% (no tensor taken
+        # H100 it made GPT-2 and BERT 10-20% slower at 75% (no tensor taken
         # back without a copy, more remaps and releases around the waiting
-        # blocks) and ResNet-50, ViT and ConvNeXt -14% to +4%; where the
-        # compute stream stopped waiting for copies it waited for the CPU
-        # instead (docs/placement.md, "Letting saved tensors go at once").
+        # blocks), ConvNeXt 2-14% slower, ResNet-50 and ViT 0-4% faster;
+        # where the compute stream stopped waiting for copies it waited for
+        # the CPU instead (docs/placement.md, "Letting saved tensors go at
+        # once").
         self.early = False
         self.fits = fits
         self.step_naive = step_naive

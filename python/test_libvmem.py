@@ -211,6 +211,27 @@ class PythonModule(unittest.TestCase):
             """)
         self.assertEqual(out.strip(), "[0, 1, 2, 3, 4, 5, 6, 6] True 0")
 
+    def test_record_stream_keeps_a_freed_block_until_an_allocation_needs_it(self):
+        # sim-vmm: a simulated stream's work never ends by itself, so the
+        # freed block comes back only when the allocating stream "waits"
+        out = run("""
+            lib = L.load()
+            a = lib.vmem_torch_malloc(4 << 20, 0, None)
+            L.record_stream(a, 0x77)
+            lib.vmem_torch_free(a, 4 << 20, 0, None)
+            b = lib.vmem_torch_malloc(4 << 20, 0, None)
+            s = L.stats()
+            print(a != b, s["deferredWaitingBytes"] == 4 << 20, s["deviceInUse"] == 4 << 20)
+            c = lib.vmem_torch_malloc(12 << 20, 0, None)  # needs a's memory too
+            s = L.stats()
+            print(s["deferredStreamWaits"], s["deferredWaitingBytes"], s["hostInUse"])
+            try:
+                L.record_stream(12345, 0x77)
+            except L.VmemError as e:
+                print("refused", e.status)
+            """, VMEM_LIMIT="16M", VMEM_HOST_LIMIT="64M", VMEM_BACKEND="sim-vmm")
+        self.assertEqual(out.split("\n")[:3], ["True True True", "1 0 0", "refused -4"])
+
     def test_step_naive_leaves_the_plan_of_the_step(self):
         # A repeating step over a 28 MiB limit: planned steps place blocks on
         # host by plan; a step told step_naive() places none by plan.
