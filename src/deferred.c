@@ -232,8 +232,8 @@ int deferred_record(deferred_t *d, uintptr_t ptr, void *stream)
     return 0;
 }
 
-int deferred_free(deferred_t *d, uintptr_t ptr, int arena, uintptr_t key, size_t dev,
-                  size_t host)
+int deferred_free(deferred_t *d, uintptr_t ptr, int arena, uintptr_t key,
+                  const defer_entry_t *sizes)
 {
     defer_entry_t *e = find(d, ptr);
     if (!e)
@@ -254,12 +254,16 @@ int deferred_free(deferred_t *d, uintptr_t ptr, int arena, uintptr_t key, size_t
     e->freed = 1;
     e->arena = arena;
     e->key = key;
-    e->dev = dev;
-    e->host = host;
-    d->dev_bytes += dev;
-    d->host_bytes += host;
+    e->dev = sizes->dev;
+    e->host = sizes->host;
+    e->req_dev = sizes->req_dev;
+    e->req_host = sizes->req_host;
+    d->dev_bytes += e->dev;
+    d->host_bytes += e->host;
+    d->dev_requested += e->req_dev;
+    d->host_requested += e->req_host;
     d->deferred++;
-    d->deferred_bytes += dev + host;
+    d->deferred_bytes += e->dev + e->host;
     return 1;
 }
 
@@ -270,6 +274,22 @@ void deferred_forget(deferred_t *d, uintptr_t ptr)
         return;
     for (int k = 0; k < e->nfence; k++)
         fence_put(d, e->fence[k]);
+    map_del(d, e);
+}
+
+void deferred_wait_drop(deferred_t *d, uintptr_t ptr)
+{
+    defer_entry_t *e = find(d, ptr);
+    if (!e || e->freed)
+        return;
+    drop_done(d, e);
+    for (int k = 0; k < e->nfence; k++) {
+        if (d->real)
+            backend_fence_wait(e->fence[k]);
+        fence_put(d, e->fence[k]);
+    }
+    if (e->nfence)
+        d->cpu_waits++;
     map_del(d, e);
 }
 
@@ -303,6 +323,8 @@ int deferred_pop(deferred_t *d, defer_how_t how, void *stream, defer_entry_t *ou
     out->nfence = 0;
     d->dev_bytes -= e->dev;
     d->host_bytes -= e->host;
+    d->dev_requested -= e->req_dev;
+    d->host_requested -= e->req_host;
     map_del(d, e);
     d->qhead = (d->qhead + 1) % d->qcap;
     d->qlen--;

@@ -17,7 +17,8 @@
  * Invariants: every entry in the map is a live block of the device (arena 0)
  * or host (arena 1) arena, recorded (freed 0) or waiting (freed 1); the
  * queue holds the waiting ones' addresses in free order, each once;
- * dev_bytes and host_bytes are the sums of the waiting entries' dev and host.
+ * dev_bytes, host_bytes, dev_requested and host_requested are the sums of
+ * the waiting entries' dev, host, req_dev and req_host.
  */
 #ifndef VMEM_DEFERRED_H
 #define VMEM_DEFERRED_H
@@ -36,6 +37,7 @@ typedef struct defer_entry {
     int arena;                  /* 0 device arena, 1 host arena */
     uintptr_t key;              /* the free's stream key */
     size_t dev, host;           /* its bytes on device and host memory */
+    size_t req_dev, req_host;   /* the bytes asked for it, on device or on host */
 } defer_entry_t;
 
 typedef struct deferred {
@@ -48,6 +50,7 @@ typedef struct deferred {
     void **pool;                /* spare fences (real ones: CUDA events) */
     size_t npool, pool_cap;
     size_t dev_bytes, host_bytes;
+    size_t dev_requested, host_requested;
     /* statistics */
     uint64_t records;           /* fences recorded */
     uint64_t deferred;          /* frees that had to wait */
@@ -79,14 +82,19 @@ int deferred_record(deferred_t *d, uintptr_t ptr, void *stream);
 const defer_entry_t *deferred_find(const deferred_t *d, uintptr_t ptr);
 
 /* At the free of the live block at ptr: 1 if it must wait (its entry is now
- * freed, with arena, key, dev and host as given, and queued), 0 if it had no
- * entry or all its fences were done (the entry is dropped: free it now). */
-int deferred_free(deferred_t *d, uintptr_t ptr, int arena, uintptr_t key, size_t dev,
-                  size_t host);
+ * freed, with arena, key and the sizes of *sizes, and queued), 0 if it had
+ * no entry or all its fences were done (the entry is dropped: free it now).
+ * sizes: an entry with dev, host, req_dev and req_host set. */
+int deferred_free(deferred_t *d, uintptr_t ptr, int arena, uintptr_t key,
+                  const defer_entry_t *sizes);
 
 /* Drops the record of a live block that goes away without a free (its
  * arena is destroyed); its fences are kept for reuse. */
 void deferred_forget(deferred_t *d, uintptr_t ptr);
+
+/* At the free of the recorded live block at ptr that must not wait (a
+ * shrink is pending): the CPU waits for its fences and the record goes. */
+void deferred_wait_drop(deferred_t *d, uintptr_t ptr);
 
 /* Removes the oldest waiting block if `how` allows, copying its entry to
  * *out.  1 if one was removed (the caller gives it to its arena), else 0. */

@@ -60,7 +60,7 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.device_held = v->dev.held;
     /* vmm, sim-vmm: blocks and memory spilled in place count as host. */
     s.device_in_use = vmem_device_bytes(v);
-    s.device_requested = v->dev.requested - v->dev.host_requested;
+    s.device_requested = v->dev.requested - v->dev.host_requested - v->deferred.dev_requested;
     s.device_peak_held = v->dev.peak_held;
     s.device_peak_in_use = v->dev.peak_in_use;
     s.device_regions = v->dev.nregions;

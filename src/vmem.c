@@ -385,10 +385,22 @@ static int deferred_on_free(vmem_t *v, void *ptr, uintptr_t key, int *arena, siz
     }
     if (!c || c->addr != (uintptr_t)ptr)
         return 0; /* bfc_free reports it */
-    size_t host = *arena ? c->size : c->host_bytes;
+    int on_host = *arena || c->host_bytes;
+    if ((*arena ? &v->host : &v->dev)->pending ||
+        (on_host && v->host.held + v->dev.held_host > v->dev.host_limit)) {
+        /* A shrink waits for this memory: the CPU waits for the other
+         * streams' work now, so the free gives it back at once. */
+        deferred_wait_drop(&v->deferred, c->addr);
+        return 0;
+    }
+    /* as bfc counts them: a block with host bytes is requested on host */
+    defer_entry_t sizes = {.host = *arena ? c->size : c->host_bytes,
+                           .req_dev = on_host ? 0 : c->requested,
+                           .req_host = on_host ? c->requested : 0};
+    sizes.dev = c->size - sizes.host;
     *bytes = c->size;
     *seq = c->seq;
-    return deferred_free(&v->deferred, c->addr, *arena, key, c->size - host, host);
+    return deferred_free(&v->deferred, c->addr, *arena, key, &sizes);
 }
 
 void vmem_destroy(vmem_t *v)
@@ -649,13 +661,16 @@ static place_env_t place_env(vmem_t *v)
 
 /* Host memory for an allocation: mapped in place in the device arena (vmm,
  * sim-vmm) or in the host arena.  *arena gets which (0 device, 1 host). */
-static void *host_alloc(vmem_t *v, size_t size, uintptr_t key, int *arena)
+static void *host_alloc(vmem_t *v, size_t size, uintptr_t key, void *stream, int *arena)
 {
     int in_place = v->dev.hostmap != NULL;
     *arena = in_place ? 0 : 1;
     void *p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
                        : bfc_alloc(&v->host, size, key);
     if (!p && v->multi_stream && streams_settle(v))
+        p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
+                     : bfc_alloc(&v->host, size, key);
+    while (!p && deferred_reclaim(v, stream)) /* blocks waiting for other streams (deferred.h) */
         p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
                      : bfc_alloc(&v->host, size, key);
     return p;
@@ -723,7 +738,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, void *stream,
     void *p = NULL;
     const char *why = NULL;
     if (where == PLACE_HOST && v->host_fallback) {
-        p = host_alloc(v, size, key, &arena);
+        p = host_alloc(v, size, key, stream, &arena);
         why = "placement";
     }
     if (!p) {
@@ -738,7 +753,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, void *stream,
     }
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE && v->host_fallback) {
         bfc_fail_reason_t fail = v->dev.last_fail;
-        p = host_alloc(v, size, key, &arena);
+        p = host_alloc(v, size, key, stream, &arena);
         why = fail == BFC_FAIL_LIMIT ? "limit" : "device_full";
     }
     if (p) {
@@ -938,6 +953,7 @@ vmem_status_t vmem_set_host_limit(vmem_t *v, size_t bytes)
     if (!v)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
+    deferred_settle(v); /* a shrink sees only the program's blocks */
     vmem_status_t st = bfc_set_limit(&v->host, bytes);
     /* Host memory mapped in place (vmm, sim-vmm): what is free goes now, the
      * rest as its blocks are freed. */

@@ -253,7 +253,8 @@ Test(deferred, engine_map_and_queue)
             deferred_forget(&d, order[i]);
             cr_assert_null(deferred_find(&d, order[i]));
         } else {
-            cr_assert_eq(deferred_free(&d, order[i], 0, 0, 256, 0), 1);
+            defer_entry_t sz = {.dev = 256, .req_dev = 200};
+            cr_assert_eq(deferred_free(&d, order[i], 0, 0, &sz), 1);
             cr_assert(deferred_find(&d, order[i])->freed);
         }
     }
@@ -270,6 +271,7 @@ Test(deferred, engine_map_and_queue)
     }
     cr_assert_eq(d.count, 0);
     cr_assert_eq(d.dev_bytes, 0);
+    cr_assert_eq(d.dev_requested, 0);
     cr_assert_eq(deferred_waiting(&d), 0);
     deferred_fini(&d);
 }

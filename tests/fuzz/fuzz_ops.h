@@ -21,6 +21,7 @@ typedef struct fuzz_totals {
     uint64_t pending;    /* limit changes that left a shrink pending */
     uint64_t faults;     /* fault-injection operations */
     uint64_t remaps;     /* free memory moved under a limit (device_remaps, sim-vmm) */
+    uint64_t deferred;   /* frees after vmem_record_stream (waiting for a copy stream) */
 } fuzz_totals_t;
 
 extern fuzz_totals_t fuzz_totals;
