@@ -232,7 +232,8 @@ VMEM_API vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream);
  * the oldest.  Not for a stream capturing a CUDA graph (VMEM_ERR_BUSY), nor
  * for a block of a tag's arena (VMEM_ERR_UNSUPPORTED).  VMEM_ERR_FOREIGN_PTR
  * / VMEM_ERR_DOUBLE_FREE for a block not live; VMEM_ERR_BACKEND if the CUDA
- * event could not be recorded (then nothing is deferred).  On simulated
+ * event could not be recorded (then this use is not covered: wait for the
+ * stream before freeing the block).  On simulated
  * devices the order is kept as if the work never finished on its own. */
 VMEM_API vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream);
 

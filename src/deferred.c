@@ -15,20 +15,26 @@ static char sim_fence; /* every simulated fence: done only once waited for */
 
 /* -- fences ----------------------------------------------------------------- */
 
+static void fence_put(deferred_t *d, void *f);
+
+/* Records fence (NULL: a spare one, or a new one) on stream.  The fence,
+ * or NULL if it could not be recorded (a fence passed in then keeps its
+ * earlier record and stays the caller's). */
 static void *fence_record(deferred_t *d, void *fence, void *stream)
 {
     if (!d->real)
         return &sim_fence;
-    if (!fence && d->npool)
+    int spare = 0;
+    if (!fence && d->npool) {
         fence = d->pool[--d->npool];
+        spare = 1;
+    }
     void *f = fence;
     if (backend_fence_record(&f, stream, d->device) != 0) {
         if (f && f != fence)
-            backend_fence_destroy(f); /* created, then refused the record */
-        else if (f && d->npool < d->pool_cap)
-            d->pool[d->npool++] = f;
-        else if (f)
-            backend_fence_destroy(f);
+            backend_fence_destroy(f); /* created here, then refused the record */
+        else if (spare)
+            fence_put(d, f);
         return NULL;
     }
     return f;

@@ -722,7 +722,7 @@ int vmem_fits(vmem_t *v, size_t size, void *stream)
 static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, void *stream,
                           vmem_status_t *st, pending_event_t *pe)
 {
-    if (deferred_waiting(&v->deferred))
+    if (deferred_waiting(&v->deferred) && !backend_capturing())
         deferred_collect(v);
     size_t host_before = vmem_host_bytes(v); /* for step_track */
     unsigned where = PLACE_NONE;
