@@ -1303,36 +1303,36 @@ def _watermark_reader(lib_mod):
     return read
 
 
-def _fits_reader(lib_mod):
+def _instance_call(lib_mod, name, argtypes, ok):
+    """f(device, *args) -> whether libvmem's `name` (vmem_t * first, then
+    argtypes) on device's instance returned ok; None if this libvmem lacks it."""
     import ctypes
     lib = lib_mod.load()
-    fn = getattr(lib, "vmem_fits", None)
-    if fn is None:  # an older libvmem: fetch by room does not ask
+    fn = getattr(lib, name, None)
+    if fn is None:
         return None
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_void_p] + argtypes
     peek = lib.vmem_instance_peek
 
-    def fits(device, nbytes, stream):
+    def call(device, *args):
         v = peek(device)
-        return bool(v) and fn(v, nbytes, stream) == 1
-    return fits
+        return bool(v) and fn(v, *args) == ok
+    return call
+
+
+def _fits_reader(lib_mod):
+    """fits(device, nbytes, stream): vmem_fits (None with an older libvmem:
+    fetch by room does not ask)."""
+    import ctypes
+    return _instance_call(lib_mod, "vmem_fits", [ctypes.c_size_t, ctypes.c_void_p], 1)
 
 
 def _record_stream_fn(lib_mod):
+    """record(device, ptr, stream): vmem_record_stream (None with an older
+    libvmem: device tensors are held until their copy is done)."""
     import ctypes
-    lib = lib_mod.load()
-    fn = getattr(lib, "vmem_record_stream", None)
-    if fn is None:  # an older libvmem: device tensors are held until their copy is done
-        return None
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    peek = lib.vmem_instance_peek
-
-    def record(device, ptr, stream):
-        v = peek(device)
-        return bool(v) and fn(v, ptr, stream) == 0
-    return record
+    return _instance_call(lib_mod, "vmem_record_stream", [ctypes.c_void_p, ctypes.c_void_p], 0)
 
 
 def install(lib_mod, torch, min_bytes=MiB, budget=None):

@@ -196,6 +196,19 @@ static void drop_done(deferred_t *d, defer_entry_t *e)
     e->nfence = n;
 }
 
+/* The CPU waits for e's fences (a recorded, not freed entry), and e goes. */
+static void wait_drop(deferred_t *d, defer_entry_t *e)
+{
+    for (int k = 0; k < e->nfence; k++) {
+        if (d->real)
+            backend_fence_wait(e->fence[k]);
+        fence_put(d, e->fence[k]);
+    }
+    if (e->nfence)
+        d->cpu_waits++;
+    map_del(d, e);
+}
+
 int deferred_record(deferred_t *d, uintptr_t ptr, void *stream)
 {
     defer_entry_t *e = find(d, ptr);
@@ -246,15 +259,7 @@ int deferred_free(deferred_t *d, uintptr_t ptr, int arena, uintptr_t key,
         return 0;
     drop_done(d, e);
     if (e->nfence == 0 || queue_push(d, ptr) != 0) {
-        /* Done, or no memory to queue it: then the CPU waits now. */
-        for (int k = 0; k < e->nfence; k++) {
-            if (d->real)
-                backend_fence_wait(e->fence[k]);
-            fence_put(d, e->fence[k]);
-        }
-        if (e->nfence)
-            d->cpu_waits++;
-        map_del(d, e);
+        wait_drop(d, e); /* done, or no memory to queue it: the CPU waits now */
         return 0;
     }
     e->freed = 1;
@@ -289,14 +294,7 @@ void deferred_wait_drop(deferred_t *d, uintptr_t ptr)
     if (!e || e->freed)
         return;
     drop_done(d, e);
-    for (int k = 0; k < e->nfence; k++) {
-        if (d->real)
-            backend_fence_wait(e->fence[k]);
-        fence_put(d, e->fence[k]);
-    }
-    if (e->nfence)
-        d->cpu_waits++;
-    map_del(d, e);
+    wait_drop(d, e);
 }
 
 int deferred_pop(deferred_t *d, defer_how_t how, void *stream, defer_entry_t *out)
