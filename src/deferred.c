@@ -122,7 +122,7 @@ static defer_entry_t *map_add(deferred_t *d, uintptr_t ptr)
 }
 
 /* Removes e (in the map) by shifting back the entries of its probe run. */
-static void map_del(deferred_t *d, defer_entry_t *e)
+static void map_del(deferred_t *d, const defer_entry_t *e)
 {
     size_t i = (size_t)(e - d->map), mask = d->cap - 1;
     for (size_t j = (i + 1) & mask; d->map[j].ptr; j = (j + 1) & mask) {
