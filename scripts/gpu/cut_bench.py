@@ -58,7 +58,11 @@ CUT_OFFLOAD_FETCH_ROOM (1: the fetch ahead holds as much as the room the
 rest of the backward pass leaves, learned from the last two steps, instead of
 its window, 1/32 of the limit; a study knob, slower on an H100),
 CUT_OFFLOAD_FAST (0: the hooks reach streams through torch.cuda's Python
-functions, the way before, instead of the calls underneath them).
+functions, the way before, instead of the calls underneath them),
+CUT_OFFLOAD_EARLY (1: each saved tensor is let go as soon as its copy out is
+queued, libvmem keeping its memory until the copy is done through
+vmem_record_stream, instead of the window's pacing; a study knob, slower for
+GPT-2 and BERT on an H100).
 Results: $OUT/cut-bench.json and a table on stdout.
 """
 
