@@ -157,6 +157,8 @@ typedef struct vmm_backend {
     double t_prep, t_wait, t_unmap_old, t_map_new, t_unstage, t_scopy, t_sunmap, t_smap;
     double t_flush, t_sync; /* ends of release batches (all of it); device syncs */
     double t_remap;         /* remaps (vmm_region_remap) */
+    double t_region_map;    /* vmm_region_alloc: finding, creating and mapping */
+    double t_region_free;   /* vmm_region_free (its unmapping may wait for a flush) */
     /* Moves to host by swap (swap_prepare): mapping the old device memory
      * at the staging slot, unmapping it at its address, mapping the host
      * memory there, queueing the copy; after it, unmapping staging and
@@ -522,7 +524,10 @@ static vmem_status_t region_alloc_kind(backend_t *b, size_t size, void *hint, vo
 
 static vmem_status_t vmm_region_alloc(backend_t *b, size_t size, void *hint, void **base)
 {
-    return region_alloc_kind(b, size, hint, base, VMM_DEVICE);
+    double t0 = seconds();
+    vmem_status_t st = region_alloc_kind(b, size, hint, base, VMM_DEVICE);
+    ((vmm_backend_t *)b)->t_region_map += seconds() - t0;
+    return st;
 }
 
 static vmem_status_t vmm_region_alloc_host(backend_t *b, size_t size, void *hint, void **base)
@@ -1085,7 +1090,7 @@ static void pending_flush(vmm_backend_t *m)
     m->t_flush += seconds() - t0;
 }
 
-static void vmm_region_free(backend_t *b, void *base, size_t size)
+static void region_free_timed(backend_t *b, void *base, size_t size)
 {
     vmm_backend_t *m = (vmm_backend_t *)b;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)base;
@@ -1137,6 +1142,13 @@ static void vmm_region_free(backend_t *b, void *base, size_t size)
     if (!m->batch_depth)
         scratch_drop(m);
     ctx_leave(m);
+}
+
+static void vmm_region_free(backend_t *b, void *base, size_t size)
+{
+    double t0 = seconds();
+    region_free_timed(b, base, size);
+    ((vmm_backend_t *)b)->t_region_free += seconds() - t0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2588,6 +2600,8 @@ int backend_vmm_counters(const backend_t *b, backend_vmm_counters_t *out)
     out->mirror_steps = m->mirror_steps;
     out->aliased_bytes = m->aliased * m->granule;
     out->remap_seconds = m->t_remap;
+    out->map_seconds = m->t_region_map;
+    out->unmap_seconds = m->t_region_free + m->t_flush;
     return 0;
 }
 

@@ -86,6 +86,9 @@ typedef struct backend_vmm_counters {
     unsigned long long remapped; /* bytes of those remaps */
     size_t aliased_bytes;      /* old addresses of remaps still mapped (until a sync) */
     double remap_seconds;      /* the CPU's time in remaps */
+    double map_seconds;        /* ... in mapping new regions (region_alloc) */
+    double unmap_seconds;      /* ... in giving memory back (region_free, release batches'
+                                  ends: their synchronisation included) */
 } backend_vmm_counters_t;
 
 struct backend;

@@ -196,6 +196,15 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     const char *reason = v->swap_reason;
     uint64_t remap_misses = v->dev.remap_misses, remap_refused = v->dev.remap_refused;
     deferred_t df = v->deferred; /* counters only: the copy's pointers are not used */
+    double map_s = 0, unmap_s = 0, remap_s = 0; /* vmm: the CPU's time in driver mappings */
+#ifdef VMEM_HAVE_CUDA
+    backend_vmm_counters_t vc;
+    if (backend_vmm_counters(v->dev_backend, &vc) == 0) {
+        map_s = vc.map_seconds;
+        unmap_s = vc.unmap_seconds;
+        remap_s = vc.remap_seconds;
+    }
+#endif
     pthread_mutex_unlock(&v->lock);
     control_status_t cs;
     control_get_status(v, &cs);
@@ -256,6 +265,8 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             (unsigned long long)(df.dev_bytes + df.host_bytes));
     jprintf(&j, ",\"deferredStreamWaits\":%llu,\"deferredCpuWaits\":%llu",
             (unsigned long long)df.stream_waits, (unsigned long long)df.cpu_waits);
+    jprintf(&j, ",\"deviceMapSeconds\":%.6f,\"deviceUnmapSeconds\":%.6f,\"deviceRemapSeconds\":%.6f",
+            map_s, unmap_s, remap_s);
     jprintf(&j, ",\"planHostBytes\":%llu,\"hostFreedBytes\":%llu,\"hostLifeEvents\":%.1f",
             (unsigned long long)s.plan_host_bytes, (unsigned long long)s.host_freed_bytes,
             s.host_life_events);

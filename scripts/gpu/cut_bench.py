@@ -482,6 +482,11 @@ def worker(a):
                        - s0.get("deferredStreamWaits", 0),
                        "dcpu": s1.get("deferredCpuWaits", 0) - s0.get("deferredCpuWaits", 0),
                        "dfreed": s1.get("deferredFreedBytes", 0) - s0.get("deferredFreedBytes", 0),
+                       "map_ms": 1e3 * (s1.get("deviceMapSeconds", 0) - s0.get("deviceMapSeconds", 0)),
+                       "unmap_ms": 1e3 * (s1.get("deviceUnmapSeconds", 0)
+                                          - s0.get("deviceUnmapSeconds", 0)),
+                       "remap_ms": 1e3 * (s1.get("deviceRemapSeconds", 0)
+                                          - s0.get("deviceRemapSeconds", 0)),
                        "remapped": s1.get("deviceRemappedBytes", 0)
                        - s0.get("deviceRemappedBytes", 0),
                        "remap_misses": s1.get("deviceRemapMisses", 0)
@@ -516,7 +521,8 @@ def worker(a):
                     "host in use %.2f GB; %s swap out %.2f in %.2f GB at %d points, %d skipped; "
                     "%s regions (%d mapped, %d unmapped in the step; %d device syncs, %.1f ms "
                     "waited; %d remaps, %.2f GB, %d missed, %d refused), held %.2f GB; "
-                    "deferred frees %.2f GB, %d stream waits, %d CPU waits" % (
+                    "deferred frees %.2f GB, %d stream waits, %d CPU waits; the CPU in driver "
+                    "mappings: map %.1f ms, unmap %.1f ms, remap %.1f ms" % (
                         a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"],
                         rec["cpu_ms"], rec["loss"],
                         rec["host_placed"] / 1e9,
@@ -526,7 +532,8 @@ def worker(a):
                         rec["regions"], rec["region_maps"], rec["region_unmaps"],
                         rec["syncs"], rec["sync_ms"], rec["remaps"], rec["remapped"] / 1e9,
                         rec["remap_misses"], rec["remap_refusals"], (rec["held"] or 0) / 1e9,
-                        rec["dfreed"] / 1e9, rec["dwaits"], rec["dcpu"]))
+                        rec["dfreed"] / 1e9, rec["dwaits"], rec["dcpu"], rec["map_ms"],
+                        rec["unmap_ms"], rec["remap_ms"]))
                 if scaler is not None or rec["libvmem_steps"] != 1:
                     log("    libvmem steps ended in this iteration: %d%s" % (
                         rec["libvmem_steps"],
