@@ -18,7 +18,10 @@ Checks, with the CUDA driver's virtual memory calls (CuPy runs the kernels):
      matrix products queued, first on a non-blocking stream, then on the
      legacy default stream, each call's CPU time and whether the stream is
      still busy after it.  A call that waits for the device takes about the
-     queued work's time and leaves the stream idle.
+     queued work's time and leaves the stream idle;
+  5. the remap's calls per handle with 5 000 other handles mapped, then with
+     copies running both ways as well, then with matrix products too (a cut
+     step's conditions).
 Prints one line per check; "PROBE OK" last if nothing raised.
 """
 import ctypes
@@ -214,6 +217,66 @@ def check_blocking(name, stream):
     del m
 
 
+def remap_once(n=16, hsize=G):
+    """libvmem's remap of n handles of hsize bytes (retain + map at a second
+    range, access), then the unmapping of the old range: the CPU's seconds of
+    each."""
+    src = reserve(n * hsize)
+    map_each(src, [create(hsize) for _ in range(n)], hsize)
+    access(src, n * hsize)
+    dst = reserve(n * hsize)
+    t_alias = seconds(lambda: alias_each(src, dst, n, hsize))
+    t_acc = seconds(lambda: access(dst, n * hsize))
+    t_unmap = seconds(lambda: ck(cu.cuMemUnmap(u64(src), ctypes.c_size_t(n * hsize)), "unmap"))
+    ck(cu.cuMemUnmap(u64(dst), ctypes.c_size_t(n * hsize)), "unmap dst")
+    return t_alias, t_acc, t_unmap
+
+
+def check_under_load(mappings=5000, copies=12):
+    """5. the remap's calls per granule handle as in a cut step (docs/placement.md, "The
+    CPU's time in the driver's mapping calls"): on an idle device, then with `mappings`
+    other granule handles mapped (a 10 GB arena), then also with copies running both ways
+    on two streams (1 GiB each, `copies` each way)."""
+    n = 16
+
+    def show(what):
+        rows = [remap_once(n) for _ in range(3)]
+        a, c, u = (min(r[k] for r in rows) / n * 1e6 for k in range(3))
+        big = [remap_once(1, 32 * G) for _ in range(3)]
+        ba, bc, bu = (min(r[k] for r in big) * 1e6 for k in range(3))
+        print("remap, %s: per 2 MiB handle (%d of them) retain+map %.1f us, access %.1f us, "
+              "unmap %.1f us; one 64 MiB handle: %.1f, %.1f, %.1f us (best of 3)"
+              % (what, n, a, c, u, ba, bc, bu))
+    show("idle device")
+    big = reserve(mappings * G)
+    map_each(big, [create(G) for _ in range(mappings)], G)
+    access(big, mappings * G)
+    show("%d other handles mapped" % mappings)
+    h = cp.cuda.alloc_pinned_memory(1 << 30)
+    d = cp.empty(1 << 30, dtype=cp.uint8)
+    s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    for _ in range(copies):
+        cp.cuda.runtime.memcpyAsync(h.ptr, d.data.ptr, 1 << 30, 2, s1.ptr)  # device to host
+        cp.cuda.runtime.memcpyAsync(d.data.ptr, h.ptr, 1 << 30, 1, s2.ptr)  # host to device
+    show("%d other handles mapped, copies running both ways (busy after: %s)"
+         % (mappings, not s1.done))
+    s1.synchronize()
+    s2.synchronize()
+    s3 = cp.cuda.Stream(non_blocking=True)
+    m, reps, _ = busy_work(s3)
+    with s3:
+        for _ in range(reps):
+            m @ m
+    for _ in range(copies):
+        cp.cuda.runtime.memcpyAsync(h.ptr, d.data.ptr, 1 << 30, 2, s1.ptr)
+        cp.cuda.runtime.memcpyAsync(d.data.ptr, h.ptr, 1 << 30, 1, s2.ptr)
+    show("%d other handles mapped, copies both ways and matrix products running (busy after: "
+         "%s)" % (mappings, not s3.done))
+    for st in (s1, s2, s3):
+        st.synchronize()
+    ck(cu.cuMemUnmap(u64(big), ctypes.c_size_t(mappings * G)), "unmap big")
+
+
 def main():
     global PROP, ACC, DEV
     cp.zeros(1)
@@ -228,6 +291,7 @@ def main():
     check_blocking("non-blocking stream", cp.cuda.Stream(non_blocking=True))
     check_blocking("blocking stream", cp.cuda.Stream(non_blocking=False))
     check_blocking("legacy default stream", cp.cuda.Stream.null)
+    check_under_load()
     print("PROBE OK")
 
 
