@@ -158,7 +158,7 @@ typedef struct vmm_backend {
     double t_flush, t_sync; /* ends of release batches (all of it); device syncs */
     double t_remap;         /* remaps (vmm_region_remap) */
     double t_region_map;    /* vmm_region_alloc: finding, creating and mapping */
-    double t_region_free;   /* vmm_region_free (its unmapping may wait for a flush) */
+    double t_region_free;   /* vmm_region_free (the synchronisation before it included) */
     /* Moves to host by swap (swap_prepare): mapping the old device memory
      * at the staging slot, unmapping it at its address, mapping the host
      * memory there, queueing the copy; after it, unmapping staging and
@@ -1090,7 +1090,7 @@ static void pending_flush(vmm_backend_t *m)
     m->t_flush += seconds() - t0;
 }
 
-static void region_free_timed(backend_t *b, void *base, size_t size)
+static void region_free(backend_t *b, void *base, size_t size)
 {
     vmm_backend_t *m = (vmm_backend_t *)b;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)base;
@@ -1147,7 +1147,7 @@ static void region_free_timed(backend_t *b, void *base, size_t size)
 static void vmm_region_free(backend_t *b, void *base, size_t size)
 {
     double t0 = seconds();
-    region_free_timed(b, base, size);
+    region_free(b, base, size);
     ((vmm_backend_t *)b)->t_region_free += seconds() - t0;
 }
 

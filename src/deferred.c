@@ -217,12 +217,7 @@ int deferred_record(deferred_t *d, uintptr_t ptr, void *stream)
         for (int k = 0; k < e->nfence; k++) {
             if (e->stream[k] != stream)
                 continue;
-            if (!fence_record(d, e->fence[k], stream)) {
-                d->failures++;
-                return -1;
-            }
-            d->records++;
-            return 0;
+            return fence_record(d, e->fence[k], stream) ? 0 : -1;
         }
         drop_done(d, e);
         if (e->nfence == DEFER_FENCES) { /* full: the oldest is waited for */
@@ -236,18 +231,14 @@ int deferred_record(deferred_t *d, uintptr_t ptr, void *stream)
         }
     }
     void *f = fence_record(d, NULL, stream);
-    if (!f) {
-        d->failures++;
+    if (!f)
         return -1;
-    }
     if (!e && !(e = map_add(d, ptr))) {
         fence_put(d, f);
-        d->failures++;
         return -1;
     }
     e->stream[e->nfence] = stream;
     e->fence[e->nfence++] = f;
-    d->records++;
     return 0;
 }
 
@@ -276,16 +267,6 @@ int deferred_free(deferred_t *d, uintptr_t ptr, int arena, uintptr_t key,
     d->deferred++;
     d->deferred_bytes += e->dev + e->host;
     return 1;
-}
-
-void deferred_forget(deferred_t *d, uintptr_t ptr)
-{
-    defer_entry_t *e = find(d, ptr);
-    if (!e || e->freed)
-        return;
-    for (int k = 0; k < e->nfence; k++)
-        fence_put(d, e->fence[k]);
-    map_del(d, e);
 }
 
 void deferred_wait_drop(deferred_t *d, uintptr_t ptr)

@@ -52,13 +52,11 @@ typedef struct deferred {
     size_t dev_bytes, host_bytes;
     size_t dev_requested, host_requested;
     /* statistics */
-    uint64_t records;           /* fences recorded */
     uint64_t deferred;          /* frees that had to wait */
     uint64_t deferred_bytes;    /* their bytes */
     uint64_t done;              /* given back because their fences were done */
     uint64_t stream_waits;      /* given back after a wait queued on a stream */
     uint64_t cpu_waits;         /* given back after the CPU waited */
-    uint64_t failures;          /* fences that could not be recorded */
 } deferred_t;
 
 /* How deferred_pop may give back the oldest waiting block. */
@@ -87,10 +85,6 @@ const defer_entry_t *deferred_find(const deferred_t *d, uintptr_t ptr);
  * sizes: an entry with dev, host, req_dev and req_host set. */
 int deferred_free(deferred_t *d, uintptr_t ptr, int arena, uintptr_t key,
                   const defer_entry_t *sizes);
-
-/* Drops the record of a live block that goes away without a free (its
- * arena is destroyed); its fences are kept for reuse. */
-void deferred_forget(deferred_t *d, uintptr_t ptr);
 
 /* At the free of the recorded live block at ptr that must not wait (a
  * shrink is pending): the CPU waits for its fences and the record goes. */

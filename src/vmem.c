@@ -290,6 +290,23 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
 
 static int streams_real(const vmem_t *v);
 
+/* The live block of the device arena, else of the host arena, containing
+ * ptr (NULL if none); *arena gets which (0 device, 1 host). */
+static const bfc_chunk_t *live_chunk(const vmem_t *v, const void *ptr, int *arena)
+{
+    const bfc_chunk_t *c = bfc_find_live(&v->dev, ptr);
+    *arena = c == NULL;
+    return c ? c : bfc_find_live(&v->host, ptr);
+}
+
+/* Why ptr is not a live block of the device or host arena: freed
+ * (VMEM_ERR_DOUBLE_FREE) or never handed out (VMEM_ERR_FOREIGN_PTR). */
+static vmem_status_t arenas_classify(const vmem_t *v, const void *ptr)
+{
+    vmem_status_t st = bfc_classify(&v->dev, ptr);
+    return st == VMEM_ERR_FOREIGN_PTR ? bfc_classify(&v->host, ptr) : st;
+}
+
 /* A waiting block goes back to its arena. */
 static void deferred_give(vmem_t *v, const defer_entry_t *e)
 {
@@ -346,9 +363,8 @@ vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)
     }
     pthread_mutex_lock(&v->lock);
     vmem_status_t st = VMEM_OK;
-    const bfc_chunk_t *c = bfc_find_live(&v->dev, ptr);
-    if (!c)
-        c = bfc_find_live(&v->host, ptr);
+    int arena;
+    const bfc_chunk_t *c = live_chunk(v, ptr, &arena);
     const defer_entry_t *e = c ? deferred_find(&v->deferred, c->addr) : NULL;
     if (e && e->freed) {
         st = VMEM_ERR_DOUBLE_FREE; /* freed, waiting for its fences */
@@ -358,11 +374,7 @@ vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)
     } else if (v->tags && tags_find_live(v, ptr)) {
         st = VMEM_ERR_UNSUPPORTED; /* a tag's arena: its frees do not wait */
     } else {
-        st = bfc_classify(&v->dev, ptr);
-        if (st == VMEM_ERR_FOREIGN_PTR)
-            st = bfc_classify(&v->host, ptr);
-        if (st == VMEM_OK)
-            st = VMEM_ERR_FOREIGN_PTR;
+        st = arenas_classify(v, ptr);
     }
     pthread_mutex_unlock(&v->lock);
     if (st != VMEM_OK)
@@ -377,12 +389,7 @@ vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)
 static int deferred_on_free(vmem_t *v, void *ptr, uintptr_t key, int *arena, size_t *bytes,
                             uint64_t *seq)
 {
-    const bfc_chunk_t *c = bfc_find_live(&v->dev, ptr);
-    *arena = 0;
-    if (!c) {
-        c = bfc_find_live(&v->host, ptr);
-        *arena = 1;
-    }
+    const bfc_chunk_t *c = live_chunk(v, ptr, arena);
     if (!c || c->addr != (uintptr_t)ptr)
         return 0; /* bfc_free reports it */
     int on_host = *arena || c->host_bytes;
@@ -659,20 +666,24 @@ static place_env_t place_env(vmem_t *v)
     return e;
 }
 
+/* One try of host_alloc: host memory mapped in place in the device arena
+ * (vmm, sim-vmm), or the host arena. */
+static void *host_try(vmem_t *v, size_t size, uintptr_t key)
+{
+    return v->dev.hostmap ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
+                          : bfc_alloc(&v->host, size, key);
+}
+
 /* Host memory for an allocation: mapped in place in the device arena (vmm,
  * sim-vmm) or in the host arena.  *arena gets which (0 device, 1 host). */
 static void *host_alloc(vmem_t *v, size_t size, uintptr_t key, void *stream, int *arena)
 {
-    int in_place = v->dev.hostmap != NULL;
-    *arena = in_place ? 0 : 1;
-    void *p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
-                       : bfc_alloc(&v->host, size, key);
+    *arena = v->dev.hostmap ? 0 : 1;
+    void *p = host_try(v, size, key);
     if (!p && v->multi_stream && streams_settle(v))
-        p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
-                     : bfc_alloc(&v->host, size, key);
+        p = host_try(v, size, key);
     while (!p && deferred_reclaim(v, stream)) /* blocks waiting for other streams (deferred.h) */
-        p = in_place ? bfc_alloc_spill(&v->dev, size, key, host_room(v))
-                     : bfc_alloc(&v->host, size, key);
+        p = host_try(v, size, key);
     return p;
 }
 
@@ -868,9 +879,7 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
             step_track(v);
     } else {
         if (st != VMEM_ERR_DOUBLE_FREE) {
-            st = bfc_classify(&v->dev, ptr);
-            if (st == VMEM_ERR_FOREIGN_PTR)
-                st = bfc_classify(&v->host, ptr);
+            st = arenas_classify(v, ptr);
             if (st == VMEM_ERR_FOREIGN_PTR && v->tags)
                 st = tags_classify(v, ptr);
         }
@@ -1096,12 +1105,9 @@ vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
     if (!v || !info)
         return VMEM_INVALID_ARG(v);
     pthread_mutex_lock(&v->lock);
-    vmem_location_t loc = VMEM_LOC_DEVICE;
-    const bfc_chunk_t *c = bfc_find_live(&v->dev, ptr);
-    if (!c) {
-        c = bfc_find_live(&v->host, ptr);
-        loc = VMEM_LOC_HOST;
-    }
+    int arena;
+    const bfc_chunk_t *c = live_chunk(v, ptr, &arena);
+    vmem_location_t loc = arena ? VMEM_LOC_HOST : VMEM_LOC_DEVICE;
     if (!c && v->tags && (c = tags_find_live(v, ptr)) != NULL)
         loc = VMEM_LOC_DEVICE;
     const defer_entry_t *e = c ? deferred_find(&v->deferred, c->addr) : NULL;

@@ -250,7 +250,7 @@ Test(deferred, engine_map_and_queue)
     }
     for (int i = 0; i < N; i++) {
         if (i % 3 == 0) {
-            deferred_forget(&d, order[i]);
+            deferred_wait_drop(&d, order[i]);
             cr_assert_null(deferred_find(&d, order[i]));
         } else {
             defer_entry_t sz = {.dev = 256, .req_dev = 200};
