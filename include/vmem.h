@@ -237,6 +237,25 @@ VMEM_API vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream);
  * devices the order is kept as if the work never finished on its own. */
 VMEM_API vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream);
 
+/* Queues a copy of bytes from src to dst on stream (a CUDA stream of v's
+ * device; NULL: its legacy default stream), made by a small kernel (32
+ * blocks of 256 threads; VMEM_COPY_BLOCKS) instead of a copy engine.  For
+ * copies from device to pinned host memory while libvmem maps memory: a
+ * copy engine copying to host makes every cuMemSetAccess, which each new
+ * mapping and remap needs, take about 1 ms per handle instead of 30 us; a
+ * kernel's copy does not, and runs as fast (docs/placement.md, "Copies out
+ * by the SMs").  dst and src may be any memory the device reads and
+ * writes: its own, and pinned host memory (cudaHostRegister, cudaHostAlloc)
+ * by its host address.  Ordered on the stream like cudaMemcpyAsync; an
+ * invalid address faults the stream's context as a kernel's would.  The
+ * ranges must not overlap (VMEM_ERR_INVALID).  On simulated devices the
+ * bytes are copied at once.  VMEM_ERR_UNSUPPORTED where the device does not
+ * accept host addresses of registered memory, VMEM_ERR_UNAVAILABLE without
+ * a driver, VMEM_ERR_BACKEND if the kernel does not load or launch: copy
+ * with cudaMemcpyAsync instead. */
+VMEM_API vmem_status_t vmem_copy_async(vmem_t *v, void *dst, const void *src, size_t bytes,
+                                       void *stream);
+
 /* Flags for vmem_set_limit_ex. */
 #define VMEM_LIMIT_FORCE 1u /* allow a limit above the start cap (raises it) */
 

@@ -31,6 +31,7 @@ __all__ = [
     "set_limit", "get_limit", "stats", "step_end", "step_naive", "trim", "parse_size",
     "install_step_hook", "remove_step_hook", "install_offload", "offload_stats",
     "strerror", "region", "pause", "resume", "tag_stats", "tag_id", "mempool", "version",
+    "record_stream", "copy_async",
 ]
 
 VMEM_OK = 0
@@ -99,6 +100,7 @@ def _declare(lib):
         "vmem_host_reserve": (st, [vp, sz, c.POINTER(sz)]),
         "vmem_torch_graph_held": (sz, [i, c.POINTER(sz)]),
         "vmem_record_stream": (st, [vp, vp, vp]),
+        "vmem_copy_async": (st, [vp, vp, vp, sz, vp]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(lib, name)
@@ -297,6 +299,21 @@ def record_stream(tensor_or_ptr, stream, device=None):
                                    ctypes.c_void_p(_stream_handle(stream)))
     if st != VMEM_OK:
         raise VmemError(st, "record_stream")
+
+
+def copy_async(dst, src, nbytes, stream=None, device=0):
+    """vmem_copy_async: queues a copy of nbytes from address src to dst on
+    `stream` (a torch.cuda.Stream, a CuPy stream or a raw handle; None: the
+    legacy default stream) made by a small kernel instead of a copy engine,
+    for copies to pinned host memory while libvmem maps memory (a copy
+    engine's copy to host makes each mapping wait about 1 ms;
+    docs/placement.md, "Copies out by the SMs").  Raises VmemError where it
+    cannot run (then copy with a copy engine)."""
+    st = load().vmem_copy_async(_instance(device), ctypes.c_void_p(int(dst)),
+                                ctypes.c_void_p(int(src)), ctypes.c_size_t(int(nbytes)),
+                                ctypes.c_void_p(_stream_handle(stream)))
+    if st != VMEM_OK:
+        raise VmemError(st, "copy_async")
 
 
 def trim(device=0):

@@ -502,7 +502,7 @@ class Offload:
     """The hooks and their state for one process (all devices)."""
 
     def __init__(self, torch, in_use, budget=None, min_bytes=MiB, step_max=None, watermark=None,
-                 step_naive=None, fits=None, record_stream=None):
+                 step_naive=None, fits=None, record_stream=None, copy_out=None):
         """in_use(device_index) -> (device bytes in use, limit): libvmem's
         (a cheap vmem_get_stats; tests pass their own).  step_max(device_index)
         -> device bytes in use at the step's maximum so far (libvmem's
@@ -523,9 +523,17 @@ class Offload:
         reads the block at ptr (vmem_record_stream): its memory is then not
         reused before that work is done, whenever it is freed; None: not
         available (the hooks hold each device tensor until its copy out is
-        done, as before)."""
+        done, as before).  copy_out(device_index, dst, src, nbytes, stream)
+        -> whether libvmem queued the copy on the stream with a kernel
+        (vmem_copy_async) rather than a copy engine; None, or False once:
+        copies out by the copy engine (Tensor.copy_)."""
         self.torch = torch
         self.record_stream = record_stream
+        # copies out by the SMs (_pack): a copy engine's copy to host makes
+        # every mapping libvmem makes meanwhile wait about 1 ms per handle
+        # (docs/placement.md, "Copies out by the SMs")
+        self.copy_out = copy_out
+        self.sm_copy = copy_out is not None
         # early release (_pack), a study knob: with record_stream, a saved
         # tensor is let go as soon as its copy out is queued.  libvmem keeps
         # its memory until the copy is done and, when an allocation needs
@@ -618,7 +626,7 @@ class Offload:
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
                        "late_fetch_bytes": 0, "late_no_room_bytes": 0, "reclaimed_bytes": 0,
-                       "skipped_bytes": 0, "early_bytes": 0,
+                       "skipped_bytes": 0, "early_bytes": 0, "sm_copied_bytes": 0,
                        "waits_out": 0, "waits_out_gpu": 0, "deduped": 0, "steps_active": 0,
                        "pack_seconds": 0.0, "unpack_seconds": 0.0, "wait_seconds": 0.0}
         self.last_step = {}
@@ -907,8 +915,15 @@ class Offload:
                     ref.record(compute)
             fc.wait(out, compute)
             with fc.on(out):
-                host = slot[0].view(t.dtype).view(t.shape)
-                host.copy_(t, non_blocking=True)
+                if not (self.sm_copy and t.is_contiguous() and
+                        self.copy_out(t.device.index or 0, slot[0].data_ptr(), t.data_ptr(), n,
+                                      out.cuda_stream)):
+                    if self.sm_copy and t.is_contiguous():
+                        self.sm_copy = False  # refused (no such device support): copy engines
+                    host = slot[0].view(t.dtype).view(t.shape)
+                    host.copy_(t, non_blocking=True)
+                else:
+                    self.totals["sm_copied_bytes"] += n
                 done = torch.cuda.Event(enable_timing=True) if timed else torch.cuda.Event()
                 done.record(out)
             r = _Record(len(self.records), cand, slot, done, t, n)
@@ -1335,6 +1350,14 @@ def _record_stream_fn(lib_mod):
     return _instance_call(lib_mod, "vmem_record_stream", [ctypes.c_void_p, ctypes.c_void_p], 0)
 
 
+def _copy_out_fn(lib_mod):
+    """copy(device, dst, src, nbytes, stream): vmem_copy_async (None with an
+    older libvmem: copies out by the copy engine)."""
+    import ctypes
+    return _instance_call(lib_mod, "vmem_copy_async",
+                          [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p], 0)
+
+
 def install(lib_mod, torch, min_bytes=MiB, budget=None):
     """Installs the saved tensor hooks (process-wide default hooks, pushed
     on the calling thread, where the forward pass must run).  Idempotent;
@@ -1355,7 +1378,8 @@ def install(lib_mod, torch, min_bytes=MiB, budget=None):
     _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes, step_max=step_max,
                    watermark=_watermark_reader(lib_mod),
                    step_naive=getattr(lib_mod, "step_naive", None),
-                   fits=_fits_reader(lib_mod), record_stream=_record_stream_fn(lib_mod))
+                   fits=_fits_reader(lib_mod), record_stream=_record_stream_fn(lib_mod),
+                   copy_out=_copy_out_fn(lib_mod))
     torch._C._autograd._push_saved_tensors_default_hooks(_off.pack, _off.unpack)
     return _off
 

@@ -49,6 +49,9 @@ static const struct {
     ENTRY(StreamGetCaptureInfo),
     ENTRY(ThreadExchangeStreamCaptureMode),
     ENTRY(MemRetainAllocationHandle),
+    ENTRY(ModuleLoadData),
+    ENTRY(ModuleGetFunction),
+    ENTRY(LaunchKernel),
 #undef ENTRY
 };
 

@@ -48,6 +48,11 @@ typedef struct cu_driver {
                                      const CUgraphNode **deps, size_t *ndeps); /* v11030 */
     CUresult (*ThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode);  /* v10010 */
     CUresult (*MemRetainAllocationHandle)(CUmemGenericAllocationHandle *h, void *addr);
+    CUresult (*ModuleLoadData)(CUmodule *module, const void *image);        /* v2000 */
+    CUresult (*ModuleGetFunction)(CUfunction *fn, CUmodule module, const char *name);
+    CUresult (*LaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                             void **params, void **extra);                  /* v4000 */
 } cu_driver_t;
 
 /* The entry points, looked up once (thread-safe).  NULL when the runtime

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "capture.h"
+#include "smcopy.h"
 #include "vmem_internal.h"
 
 /* initial-exec: one thread-pointer-relative access per call instead of a
@@ -232,7 +233,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     if (growth_policy_from_env(&dp.growth,
                                (v->dev_backend->flags & BACKEND_F_CONTIGUOUS) != 0) != VMEM_OK ||
         options_remap_from_env(&remap_on) != VMEM_OK ||
-        layout_from_env(&layout_on, &layout_min) != VMEM_OK) {
+        layout_from_env(&layout_on, &layout_min) != VMEM_OK ||
+        smcopy_blocks_from_env(&v->copy_blocks) != VMEM_OK) {
         backend_destroy(v->dev_backend);
         backend_destroy(v->host_backend);
         free(v);
@@ -379,6 +381,28 @@ vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)
     pthread_mutex_unlock(&v->lock);
     if (st != VMEM_OK)
         vmem_log(v, VMEM_LOG_ERROR, "vmem_record_stream(%p): %s", ptr, vmem_strerror(st));
+    return st;
+}
+
+vmem_status_t vmem_copy_async(vmem_t *v, void *dst, const void *src, size_t bytes, void *stream)
+{
+    if (!v || (bytes && (!dst || !src)))
+        return VMEM_INVALID_ARG(v);
+    uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+    if (bytes && (d + bytes < d || s + bytes < s || (d < s + bytes && s < d + bytes))) {
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_copy_async(%p, %p, %zu): the ranges overlap or wrap",
+                 dst, src, bytes);
+        return VMEM_ERR_INVALID;
+    }
+    if (!streams_real(v)) { /* simulated devices: their memory is the host's, nothing queues */
+        if (bytes)
+            memcpy(dst, src, bytes);
+        return VMEM_OK;
+    }
+    vmem_status_t st = smcopy_launch(v->cfg.device, dst, src, bytes, stream, v->copy_blocks);
+    if (st != VMEM_OK)
+        vmem_log(v, VMEM_LOG_ERROR, "vmem_copy_async(%p, %p, %zu): %s", dst, src, bytes,
+                 vmem_strerror(st));
     return st;
 }
 

@@ -71,6 +71,7 @@ struct vmem {
      * free chunk fits moves free granules to the arena's end without waiting
      * for the device (bfc_remap) before giving memory back */
     int remap;
+    unsigned copy_blocks;     /* vmem_copy_async's kernel blocks (VMEM_COPY_BLOCKS, smcopy.h) */
     /* deferred frees (deferred.c, vmem_record_stream): freed blocks whose
      * memory other streams' work still reads, held until that work is done */
     deferred_t deferred;

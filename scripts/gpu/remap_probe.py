@@ -21,7 +21,12 @@ Checks, with the CUDA driver's virtual memory calls (CuPy runs the kernels):
      queued work's time and leaves the stream idle;
   5. the remap's calls per handle with 5 000 other handles mapped, then with
      copies running both ways as well, then with matrix products too (a cut
-     step's conditions).
+     step's conditions);
+  6. what makes cuMemSetAccess wait: the same remap with copies one way only,
+     copies in 4 MiB pieces, device-to-device copies, and copies made by a
+     kernel through mapped pinned memory (no copy engine), whose bandwidth is
+     measured at several grid sizes.
+    python3 scripts/gpu/remap_probe.py 6    runs check 6 only.
 Prints one line per check; "PROBE OK" last if nothing raised.
 """
 import ctypes
@@ -277,6 +282,97 @@ def check_under_load(mappings=5000, copies=12):
     ck(cu.cuMemUnmap(u64(big), ctypes.c_size_t(mappings * G)), "unmap big")
 
 
+COPY_SRC = r"""
+extern "C" __global__ void copy16(const ulonglong2 *__restrict__ src,
+                                  ulonglong2 *__restrict__ dst, unsigned long long n)
+{
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+"""
+
+
+def check_what_waits(copies=12):
+    """6. which traffic makes cuMemSetAccess take about 1 ms per handle (check 5)."""
+    n = 16
+    GiB = 1 << 30
+    kern = cp.RawKernel(COPY_SRC, "copy16")
+    hptr = cp.cuda.runtime.hostAlloc(GiB, 2)  # cudaHostAllocMapped
+    d = cp.empty(GiB, dtype=cp.uint8)
+    d2 = cp.empty(GiB, dtype=cp.uint8)
+    s1, s2 = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+
+    def kcopy(src, dst, nbytes, stream, grid):
+        kern((grid,), (256,), (src, dst, cp.uint64(nbytes // 16)), stream=stream)
+
+    def show(what, queue):
+        cp.cuda.Device().synchronize()
+        queue()
+        rows = [remap_once(n) for _ in range(3)]
+        busy = not (s1.done and s2.done)
+        a, c, u = (min(r[k] for r in rows) / n * 1e6 for k in range(3))
+        cp.cuda.Device().synchronize()
+        print("what waits, %s: per 2 MiB handle retain+map %.1f us, access %.1f us, unmap "
+              "%.1f us (busy after: %s)" % (what, a, c, u, busy))
+
+    def ce(kinds, piece=GiB):
+        def q():
+            for _ in range(copies):
+                for off in range(0, GiB, piece):
+                    if "d2h" in kinds:
+                        cp.cuda.runtime.memcpyAsync(hptr + off, d.data.ptr + off, piece, 2, s1.ptr)
+                    if "h2d" in kinds:
+                        cp.cuda.runtime.memcpyAsync(d.data.ptr + off, hptr + off, piece, 1, s2.ptr)
+                    if "d2d" in kinds:
+                        cp.cuda.runtime.memcpyAsync(d2.data.ptr + off, d.data.ptr + off, piece, 3,
+                                                    s1.ptr)
+        return q
+
+    def sm(grid, ways=("d2h", "h2d")):
+        def q():
+            for _ in range(copies):
+                if "d2h" in ways:
+                    kcopy(d.data.ptr, hptr, GiB, s1, grid)
+                if "h2d" in ways:
+                    kcopy(hptr, d.data.ptr, GiB, s2, grid)
+        return q
+
+    show("idle", lambda: None)
+    show("copy engines, device to host only", ce(("d2h",)))
+    show("copy engines, host to device only", ce(("h2d",)))
+    show("copy engines, both ways in 4 MiB pieces", ce(("d2h", "h2d"), 4 << 20))
+    show("copy engines, device to device", ce(("d2d",)))
+    for grid in (16, 32, 132):
+        for way in ("d2h", "h2d"):
+            ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+            ev0.record(s1)
+            for _ in range(4):
+                if way == "d2h":
+                    kcopy(d.data.ptr, hptr, GiB, s1, grid)
+                else:
+                    kcopy(hptr, d.data.ptr, GiB, s1, grid)
+            ev1.record(s1)
+            ev1.synchronize()
+            ms = cp.cuda.get_elapsed_time(ev0, ev1)
+            print("what waits, a kernel's copy %s through mapped memory, %d blocks of 256: "
+                  "%.1f GB/s" % (way, grid, 4 * GiB / ms / 1e6))
+    ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+    ev0.record(s1)
+    for _ in range(4):
+        cp.cuda.runtime.memcpyAsync(hptr, d.data.ptr, GiB, 2, s1.ptr)
+    ev1.record(s1)
+    ev1.synchronize()
+    print("what waits, the copy engine device to host: %.1f GB/s"
+          % (4 * GiB / cp.cuda.get_elapsed_time(ev0, ev1) / 1e6))
+    show("a kernel's copies both ways, 32 blocks each", sm(32))
+    show("a kernel's copies both ways, 132 blocks each", sm(132))
+    show("a kernel's copy device to host (32 blocks) and the copy engine host to device",
+         lambda: (sm(32, ("d2h",))(), ce(("h2d",))()))
+    cp.cuda.Device().synchronize()
+    cp.cuda.runtime.freeHost(hptr)
+
+
 def main():
     global PROP, ACC, DEV
     cp.zeros(1)
@@ -284,6 +380,10 @@ def main():
     PROP = Prop(type=1, location=Loc(type=1, id=DEV))
     ACC = Access(location=Loc(type=1, id=DEV), flags=3)
     print("device: %s" % cp.cuda.runtime.getDeviceProperties(DEV)["name"].decode())
+    if sys.argv[1:] == ["6"]:
+        check_what_waits()
+        print("PROBE OK")
+        return
     check_alias()
     check_offset()
     check_access_cost()
@@ -292,6 +392,7 @@ def main():
     check_blocking("blocking stream", cp.cuda.Stream(non_blocking=False))
     check_blocking("legacy default stream", cp.cuda.Stream.null)
     check_under_load()
+    check_what_waits()
     print("PROBE OK")
 
 

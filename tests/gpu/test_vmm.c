@@ -277,6 +277,71 @@ Test(vmm_gpu, deferred_free_waits_on_the_allocating_stream) { deferred_case(0); 
 
 Test(vmm_gpu, deferred_free_with_two_streams_waits_on_the_cpu) { deferred_case(1); }
 
+/* vmem_copy_async (src/smcopy.c): a kernel copies device memory to pinned
+ * host memory (registered, as the PyTorch offload's pool does, and
+ * cudaMallocHost) and back, aligned and not, with a tail, in stream order
+ * after a host function holds the stream back. */
+static void copy_async_case(int registered, size_t bytes, size_t skew)
+{
+    vmem_t *v = open_vmm(GiB, GiB);
+    cudaStream_t a;
+    cr_assert_eq(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+    char *src = vmem_alloc_stream(v, bytes + 64, a);
+    char *back = vmem_alloc_stream(v, bytes + 64, a);
+    cr_assert(src && back);
+    cr_assert_eq(gpu_fill(src, (bytes + 64) / 4, 5), 0);
+    cr_assert_eq(cudaMemset(back, 0, bytes + 64), cudaSuccess);
+    cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+    char *raw = NULL, *h = NULL;
+    if (registered) {
+        raw = malloc(bytes + 8192);
+        cr_assert_not_null(raw);
+        h = (char *)(((uintptr_t)raw + 4095) & ~(uintptr_t)4095);
+        cr_assert_eq(cudaHostRegister(h, bytes + 64, cudaHostRegisterDefault), cudaSuccess);
+    } else {
+        cr_assert_eq(cudaMallocHost((void **)&h, bytes + 64), cudaSuccess);
+    }
+    memset(h, 0, bytes + 64);
+    cr_assert_eq(cudaLaunchHostFunc(a, hold_stream, (void *)(uintptr_t)300), cudaSuccess);
+    cr_assert_eq(vmem_copy_async(v, h + skew, src + skew, bytes, a), VMEM_OK);
+    cr_assert_eq(h[skew], 0, "the copy ran before the stream's earlier work");
+    cr_assert_eq(vmem_copy_async(v, back + skew, h + skew, bytes, a), VMEM_OK);
+    cr_assert_eq(cudaStreamSynchronize(a), cudaSuccess);
+    uint32_t *want = malloc(bytes + 64);
+    cr_assert_not_null(want);
+    cr_assert_eq(gpu_copy_to_host(want, src, bytes + 64), 0);
+    cr_assert_eq(memcmp(h + skew, (char *)want + skew, bytes), 0, "device to host differs");
+    for (size_t i = 0; i < skew; i++)
+        cr_assert_eq(h[i], 0, "byte %zu before the range written", i);
+    for (size_t i = skew + bytes; i < bytes + 64; i++)
+        cr_assert_eq(h[i], 0, "byte %zu after the range written", i);
+    char *got = malloc(bytes + 64);
+    cr_assert_not_null(got);
+    cr_assert_eq(gpu_copy_to_host(got, back, bytes + 64), 0);
+    cr_assert_eq(memcmp(got + skew, (char *)want + skew, bytes), 0, "host to device differs");
+    cr_assert_eq(got[skew + bytes], 0);
+    free(got);
+    free(want);
+    if (registered) {
+        cudaHostUnregister(h);
+        free(raw);
+    } else {
+        cudaFreeHost(h);
+    }
+    cr_assert_eq(vmem_copy_async(v, back, back + 8, 64, a), VMEM_ERR_INVALID, "overlap");
+    cr_assert_eq(vmem_copy_async(v, back, src, 0, a), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, src, a), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, back, a), VMEM_OK);
+    cudaStreamDestroy(a);
+    vmem_destroy(v);
+}
+
+Test(vmm_gpu, copy_async_to_registered_memory) { copy_async_case(1, 96 * MiB, 0); }
+
+Test(vmm_gpu, copy_async_unaligned_with_a_tail) { copy_async_case(0, 3 * MiB + 13, 5); }
+
+Test(vmm_gpu, copy_async_aligned_with_a_tail) { copy_async_case(1, 1000003, 16); }
+
 Test(vmm_gpu, remap_moves_whole_big_handles_without_a_wait) { remap_case(64 * MiB); }
 
 Test(vmm_gpu, remap_moves_granule_handles_without_a_wait) { remap_case(6 * MiB); }
