@@ -525,15 +525,23 @@ class Offload:
         available (the hooks hold each device tensor until its copy out is
         done, as before).  copy_out(device_index, dst, src, nbytes, stream)
         -> whether libvmem queued the copy on the stream with a kernel
-        (vmem_copy_async) rather than a copy engine; None, or False once:
-        copies out by the copy engine (Tensor.copy_)."""
+        (vmem_copy_async) rather than a copy engine, used while sm_copy is
+        set (off by default); None, or False once (sm_copy is then
+        cleared): copies out by the copy engine (Tensor.copy_)."""
         self.torch = torch
         self.record_stream = record_stream
-        # copies out by the SMs (_pack): a copy engine's copy to host makes
-        # every mapping libvmem makes meanwhile wait about 1 ms per handle
-        # (docs/placement.md, "Copies out by the SMs")
+        # copies out by the SMs (_pack), a study knob: a copy engine's copy
+        # to host makes every mapping libvmem makes meanwhile wait about 1 ms
+        # per handle; vmem_copy_async's kernel does not.  Off: on an H100 the
+        # remaps' CPU time fell (BERT at 75%: 37-41 to 4-11 ms a step) but
+        # the copies took SMs from the forward pass (+10 ms) and the one
+        # device synchronisation of a step waited longer (4-10 to 13-63 ms):
+        # GPT-2 and BERT ran 3-7% slower at 75%, with the copy stream ranked
+        # above the compute stream (out_priority) or not, with 8 or 32
+        # blocks (docs/placement.md, "Copies out by the SMs").
         self.copy_out = copy_out
-        self.sm_copy = copy_out is not None
+        self.sm_copy = False
+        self.out_priority = False  # the copy-out stream ranks above the others
         # early release (_pack), a study knob: with record_stream, a saved
         # tensor is let go as soon as its copy out is queued.  libvmem keeps
         # its memory until the copy is done and, when an allocation needs
@@ -784,7 +792,11 @@ class Offload:
         if s is None:
             torch = self.torch
             with torch.cuda.device(device):
-                s = (torch.cuda.Stream(device), torch.cuda.Stream(device))
+                # copies out by the SMs: their kernel's blocks are scheduled
+                # ahead of the compute stream's where the stream ranks higher
+                out = (torch.cuda.Stream(device, priority=-1) if self.out_priority
+                       else torch.cuda.Stream(device))
+                s = (out, torch.cuda.Stream(device))
             self.streams[device] = s
         return s
 
@@ -915,7 +927,7 @@ class Offload:
                     ref.record(compute)
             fc.wait(out, compute)
             with fc.on(out):
-                if not (self.sm_copy and t.is_contiguous() and
+                if not (self.sm_copy and self.copy_out is not None and t.is_contiguous() and
                         self.copy_out(t.device.index or 0, slot[0].data_ptr(), t.data_ptr(), n,
                                       out.cuda_stream)):
                     if self.sm_copy and t.is_contiguous():

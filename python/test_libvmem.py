@@ -232,6 +232,22 @@ class PythonModule(unittest.TestCase):
             """, VMEM_LIMIT="16M", VMEM_HOST_LIMIT="64M", VMEM_BACKEND="sim-vmm")
         self.assertEqual(out.split("\n")[:3], ["True True True", "1 0 0", "refused -4"])
 
+    def test_copy_async_copies_on_a_simulated_device_and_refuses_overlap(self):
+        out = run("""
+            import ctypes
+            lib = L.load()
+            a = lib.vmem_torch_malloc(1 << 20, 0, None)
+            b = lib.vmem_torch_malloc(1 << 20, 0, None)
+            ctypes.memmove(a, b"libvmem" * 100, 700)
+            L.copy_async(b + 3, a, 700, stream=0x77)
+            print(ctypes.string_at(b + 3, 700) == b"libvmem" * 100)
+            try:
+                L.copy_async(a + 8, a, 64)
+            except L.VmemError as e:
+                print("refused", e.status)
+            """, VMEM_BACKEND="sim")
+        self.assertEqual(out.split("\n")[:2], ["True", "refused -1"])
+
     def test_step_naive_leaves_the_plan_of_the_step(self):
         # A repeating step over a 28 MiB limit: planned steps place blocks on
         # host by plan; a step told step_naive() places none by plan.

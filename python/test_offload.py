@@ -745,6 +745,41 @@ class HooksTest(unittest.TestCase):
             self.assertEqual(o.step_early, 0)
             self.assertEqual(len(calls) - n, 4 if early else 0)
 
+    def test_copies_out_by_the_sms_when_asked_and_by_the_copy_engine_otherwise(self):
+        calls = []
+        answer = {"ok": True}
+
+        def copy_out(dev, dst, src, nbytes, stream):
+            calls.append((dst, src, nbytes))
+            return answer["ok"]
+        torch, o, state = make(GiB, copy_out=copy_out)
+        self.assertFalse(o.sm_copy)  # a study knob, off by default
+        o.budget.window_out = 64 * MiB
+        t = torch.cuda_tensor(4 * MiB, 1.0)
+        o.pack(t)
+        self.assertEqual(calls, [])
+        self.assertEqual(torch.log, [("d2h", 4 * MiB)])
+        # on: libvmem's kernel copies it, the copy engine does not
+        torch, o, state = make(GiB, copy_out=copy_out)
+        o.sm_copy = True
+        o.budget.window_out = 64 * MiB
+        t = torch.cuda_tensor(4 * MiB, 2.0)
+        packed = o.pack(t)
+        self.assertEqual(torch.log, [])
+        self.assertEqual(len(calls), 1)
+        self.assertEqual(calls[0][1:], (t.data_ptr(), 4 * MiB))
+        self.assertEqual(o.totals["sm_copied_bytes"], 4 * MiB)
+        self.assertEqual(o.records[-1].slot[0].data_ptr(), calls[0][0])
+        del packed
+        # refused once (no such device support): the copy engine from then on
+        answer["ok"] = False
+        o.pack(torch.cuda_tensor(4 * MiB, 3.0))
+        self.assertFalse(o.sm_copy)
+        self.assertEqual(torch.log, [("d2h", 4 * MiB)])
+        o.pack(torch.cuda_tensor(4 * MiB, 4.0))
+        self.assertEqual(len(calls), 2)
+        self.assertEqual(torch.log, [("d2h", 4 * MiB)] * 2)
+
     def test_paced_on_the_device_skips_are_judged_on_the_gpu_timeline(self):
         # gpu_pace: the CPU's query says the copies are in flight (it runs
         # ahead), but on the GPU's timeline they ended before their

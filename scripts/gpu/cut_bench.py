@@ -326,6 +326,7 @@ def worker(a):
                 ("CUT_OFFLOAD_GPU_PACE", None, "gpu_pace"),
                 ("CUT_OFFLOAD_EARLY", None, "early"),
                 ("CUT_OFFLOAD_SM_COPY", None, "sm_copy"),
+                ("CUT_OFFLOAD_OUT_PRIORITY", None, "out_priority"),
                 ("CUT_OFFLOAD_SPREAD", None, "spread"),
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),

@@ -365,6 +365,27 @@ def check_what_waits(copies=12):
     ev1.synchronize()
     print("what waits, the copy engine device to host: %.1f GB/s"
           % (4 * GiB / cp.cuda.get_elapsed_time(ev0, ev1) / 1e6))
+    # a copy to host asked as device to device: which engine, and does it slow the mappings?
+    def d2d_to_host():
+        for _ in range(copies):
+            cp.cuda.runtime.memcpyAsync(hptr, d.data.ptr, GiB, 3, s1.ptr)
+
+    def dtod_driver():
+        for _ in range(copies):
+            ck(cu.cuMemcpyDtoDAsync_v2(u64(hptr), u64(d.data.ptr), ctypes.c_size_t(GiB),
+                                       ctypes.c_void_p(s1.ptr)), "dtod")
+    for name, fn in (("cudaMemcpyDeviceToDevice", d2d_to_host), ("cuMemcpyDtoDAsync", dtod_driver)):
+        try:
+            ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+            ev0.record(s1)
+            fn()
+            ev1.record(s1)
+            ev1.synchronize()
+            print("what waits, a copy to host memory asked as %s: %.1f GB/s"
+                  % (name, copies * GiB / cp.cuda.get_elapsed_time(ev0, ev1) / 1e6))
+            show("copies to host asked as %s" % name, fn)
+        except Exception as e:  # noqa: BLE001 (a probe: say what the driver said)
+            print("what waits, a copy to host memory asked as %s: refused (%s)" % (name, e))
     show("a kernel's copies both ways, 32 blocks each", sm(32))
     show("a kernel's copies both ways, 132 blocks each", sm(132))
     show("a kernel's copy device to host (32 blocks) and the copy engine host to device",
