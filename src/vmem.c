@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "capture.h"
+#include "recorder.h"
 #include "smcopy.h"
 #include "vmem_internal.h"
 
@@ -234,7 +235,8 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
                                (v->dev_backend->flags & BACKEND_F_CONTIGUOUS) != 0) != VMEM_OK ||
         options_remap_from_env(&remap_on) != VMEM_OK ||
         layout_from_env(&layout_on, &layout_min) != VMEM_OK ||
-        smcopy_blocks_from_env(&v->copy_blocks) != VMEM_OK) {
+        smcopy_blocks_from_env(&v->copy_blocks) != VMEM_OK ||
+        recorder_from_env(cfg.device, &v->recorder) != VMEM_OK) {
         backend_destroy(v->dev_backend);
         backend_destroy(v->host_backend);
         free(v);
@@ -245,6 +247,7 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     if (bfc_init(&v->dev, v->dev_backend, &dp, limit) != VMEM_OK ||
         bfc_init(&v->host, v->host_backend, &hp, host_limit) != VMEM_OK) {
         bfc_fini(&v->dev);
+        recorder_close(v->recorder);
         backend_destroy(v->dev_backend);
         backend_destroy(v->host_backend);
         free(v);
@@ -447,6 +450,7 @@ void vmem_destroy(vmem_t *v)
     size_t live = bfc_fini(&v->dev) + bfc_fini(&v->host);
     layout_report(&v->layout, v);
     layout_fini(&v->layout);
+    recorder_close(v->recorder);
     place_fini(&v->place);
     if (live)
         vmem_log(v, VMEM_LOG_WARN, "destroyed with %zu live blocks", live);
@@ -846,6 +850,8 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
         return tags_alloc(v, size, stream, tag);
     pthread_mutex_lock(&v->lock);
     void *p = alloc_locked(v, size, alloc_key(v, stream), stream, &st, &pe);
+    if (p && v->recorder)
+        recorder_alloc(v->recorder, p, size, stream); /* in the allocator's order */
     pthread_mutex_unlock(&v->lock);
     tls_status = st;
     if (!p)
@@ -896,6 +902,8 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
             place_note_free(&v->place, arena, seq, bytes);
         if (arena == 0)
             layout_note_free(&v->layout, (uintptr_t)ptr);
+        if (arena < 2 && v->recorder) /* tags' blocks are not recorded */
+            recorder_free(v->recorder, ptr);
         v->frees++;
         if (arena == 0 && vmem_host_bytes(v) == host_before)
             step_track_device_free(v);
@@ -943,6 +951,7 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
     layout_stop(&v->layout);    /* and best fit only */
     deferred_settle(v);         /* a shrink sees only the program's blocks */
     vmem_status_t st = bfc_set_limit(&v->dev, bytes);
+    recorder_limit(v->recorder, bytes);
     if (v->tags && tags_limit_changed(v, bytes) == VMEM_PENDING)
         st = VMEM_PENDING; /* tagged blocks hold the rest */
     size_t held = v->dev.held;
@@ -1085,6 +1094,7 @@ vmem_status_t vmem_step_end(vmem_t *v)
     double now = vmem_now();
     pthread_mutex_lock(&v->lock);
     bfc_moves_t moves;
+    recorder_step(v->recorder);
     vmem_status_t mst = boundary_moves(v, &moves);
     tags_step_end(v);
     double dur = now - v->step_start;

@@ -72,6 +72,7 @@ struct vmem {
      * for the device (bfc_remap) before giving memory back */
     int remap;
     unsigned copy_blocks;     /* vmem_copy_async's kernel blocks (VMEM_COPY_BLOCKS, smcopy.h) */
+    struct recorder *recorder; /* VMEM_TRACE_FILE (recorder.h); NULL: not recording */
     /* deferred frees (deferred.c, vmem_record_stream): freed blocks whose
      * memory other streams' work still reads, held until that work is done */
     deferred_t deferred;

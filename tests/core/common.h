@@ -197,7 +197,7 @@ static inline void env_unset_all(void)
         "VMEM_HOST_FALLBACK", "VMEM_SIM_CAPACITY", "VMEM_SIM_FAIL_NTH", "VMEM_SIM_FAIL_RATE",
         "VMEM_SIM_SEED", "VMEM_CONTROL_FILE", "VMEM_STATS_FILE", "VMEM_CONTROL_IMMEDIATE",
         "VMEM_LOG_LEVEL", "VMEM_PLACEMENT", "VMEM_GROWTH", "VMEM_TRIM", "VMEM_TRIM_AGE",
-        "VMEM_TRIM_RULE", "VMEM_COPY_BLOCKS",
+        "VMEM_TRIM_RULE", "VMEM_COPY_BLOCKS", "VMEM_TRACE_FILE",
         "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_MEMORY_LIMIT_0",
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
