@@ -19,7 +19,8 @@ struct recorder {
     int failed;
 };
 
-/* path with the first "%d" replaced by the device number (a fresh string). */
+/* path with the first "%d" replaced by the device number; without one,
+ * device d > 0 appends ".d" (as VMEM_STATS_FILE does).  A fresh string. */
 static char *expand(const char *path, int device)
 {
     const char *at = strstr(path, "%d");
@@ -29,6 +30,8 @@ static char *expand(const char *path, int device)
         return NULL;
     if (at)
         snprintf(out, n, "%.*s%d%s", (int)(at - path), path, device, at + 2);
+    else if (device > 0)
+        snprintf(out, n, "%s.%d", path, device);
     else
         snprintf(out, n, "%s", path);
     return out;

@@ -31,7 +31,9 @@
 typedef struct recorder recorder_t;
 
 /* VMEM_TRACE_FILE for device: *out NULL when unset; "%d" in the path is the
- * device number.  VMEM_ERR_ENV (logged) if the file cannot be created. */
+ * device number (without one, device d > 0 writes PATH.d, as
+ * VMEM_STATS_FILE does).  VMEM_ERR_ENV (logged) if the file cannot be
+ * created. */
 vmem_status_t recorder_from_env(int device, recorder_t **out);
 
 void recorder_alloc(recorder_t *r, const void *p, size_t size, void *stream);

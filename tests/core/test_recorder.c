@@ -190,3 +190,41 @@ Test(recorder, a_file_that_cannot_be_created_is_refused_at_create)
     cr_assert_eq(recorder_from_env(0, &r), VMEM_OK);
     cr_assert_null(r, "unset: no recorder");
 }
+
+Test(recorder, each_device_writes_its_own_file)
+{
+    env_unset_all();
+    char base[64], want[80];
+    snprintf(base, sizeof base, "/tmp/vmem-rec-dev-%d.txt", (int)getpid());
+    setenv("VMEM_TRACE_FILE", base, 1);
+    vmem_t *v[2];
+    for (int d = 0; d < 2; d++) {
+        vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, 64 * MiB, 0, 64 * MiB, NULL);
+        cfg.device = d;
+        v[d] = create_or_die(&cfg);
+        void *p = vmem_alloc(v[d], (size_t)(d + 1) * MiB);
+        cr_assert_not_null(p);
+        vmem_free(v[d], p);
+    }
+    unsetenv("VMEM_TRACE_FILE");
+    vmem_destroy(v[0]);
+    vmem_destroy(v[1]);
+    for (int d = 0; d < 2; d++) {
+        if (d == 0)
+            snprintf(want, sizeof want, "%s", base);
+        else
+            snprintf(want, sizeof want, "%s.%d", base, d);
+        FILE *f = fopen(want, "r");
+        cr_assert_not_null(f, "no %s", want);
+        char line[256];
+        unsigned long long id, size, t;
+        unsigned stream;
+        cr_assert_not_null(fgets(line, sizeof line, f));
+        cr_assert_not_null(strstr(line, d ? "\"device\": 1" : "\"device\": 0"));
+        cr_assert_not_null(fgets(line, sizeof line, f));
+        cr_assert_eq(sscanf(line, "a %llu %llu %u %llu", &id, &size, &stream, &t), 4);
+        cr_assert_eq(size, (d + 1) * MiB, "device %d's file holds another device's allocation", d);
+        fclose(f);
+        unlink(want);
+    }
+}
