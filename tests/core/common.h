@@ -167,6 +167,20 @@ static inline vmem_t *create_or_die(const vmem_config_t *cfg)
     return v;
 }
 
+/* vmem_create must refuse the setting name=value with VMEM_ERR_ENV and
+ * create nothing (the variable is unset again after). */
+static inline void expect_env_refused(const char *name, const char *value,
+                                      vmem_backend_kind_t kind)
+{
+    setenv(name, value, 1);
+    vmem_config_t cfg = sim_config(kind, 16 * MiB, 0, 64 * MiB, NULL);
+    vmem_t *v = NULL;
+    vmem_status_t st = vmem_create(&cfg, &v);
+    unsetenv(name);
+    cr_assert_eq(st, VMEM_ERR_ENV, "%s=\"%s\" taken: %s", name, value, vmem_strerror(st));
+    cr_assert_null(v);
+}
+
 /* vmem_check must pass; the arguments (a printf format and its values) name
  * the operation after which it ran.  The broken invariant itself goes to the
  * instance's log. */

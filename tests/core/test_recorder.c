@@ -178,14 +178,8 @@ Test(recorder, threads_write_in_the_allocators_order)
 Test(recorder, a_file_that_cannot_be_created_is_refused_at_create)
 {
     env_unset_all();
-    setenv("VMEM_TRACE_FILE", "/nonexistent-dir/trace.txt", 1);
-    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, 64 * MiB, 0, 64 * MiB, NULL);
-    vmem_t *v = NULL;
-    cr_assert_eq(vmem_create(&cfg, &v), VMEM_ERR_ENV);
-    cr_assert_null(v);
-    setenv("VMEM_TRACE_FILE", "", 1);
-    cr_assert_eq(vmem_create(&cfg, &v), VMEM_ERR_ENV);
-    unsetenv("VMEM_TRACE_FILE");
+    expect_env_refused("VMEM_TRACE_FILE", "/nonexistent-dir/trace.txt", VMEM_BACKEND_SIM);
+    expect_env_refused("VMEM_TRACE_FILE", "", VMEM_BACKEND_SIM);
     recorder_t *r = (recorder_t *)1;
     cr_assert_eq(recorder_from_env(0, &r), VMEM_OK);
     cr_assert_null(r, "unset: no recorder");

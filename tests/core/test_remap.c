@@ -109,12 +109,7 @@ Test(remap, off_gives_memory_back_and_maps_it_again)
 Test(remap, a_bad_setting_is_refused)
 {
     env_unset_all();
-    setenv("VMEM_REMAP", "sometimes", 1);
-    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 16 * MiB, 0, 64 * MiB, NULL);
-    vmem_t *v = NULL;
-    cr_assert_eq(vmem_create(&cfg, &v), VMEM_ERR_ENV);
-    cr_assert_null(v);
-    unsetenv("VMEM_REMAP");
+    expect_env_refused("VMEM_REMAP", "sometimes", VMEM_BACKEND_SIM_VMM);
 }
 
 Test(remap, not_while_two_streams_allocate)
