@@ -248,8 +248,10 @@ VMEM_API vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream);
  * writes: its own, and pinned host memory (cudaHostRegister, cudaHostAlloc)
  * by its host address.  Ordered on the stream like cudaMemcpyAsync; an
  * invalid address faults the stream's context as a kernel's would.  The
- * ranges must not overlap (VMEM_ERR_INVALID).  On simulated devices the
- * bytes are copied at once.  VMEM_ERR_UNSUPPORTED where the device does not
+ * ranges must not overlap (VMEM_ERR_INVALID).  The first call on a device
+ * compiles and loads the kernel, which takes time and may let the stream's
+ * earlier work finish meanwhile: make it once at start-up to keep that out
+ * of a step.  On simulated devices the bytes are copied at once.  VMEM_ERR_UNSUPPORTED where the device does not
  * accept host addresses of registered memory, VMEM_ERR_UNAVAILABLE without
  * a driver, VMEM_ERR_BACKEND if the kernel does not load or launch: copy
  * with cudaMemcpyAsync instead. */
