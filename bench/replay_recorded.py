@@ -13,7 +13,9 @@ setting comes from the environment as for any libvmem program (VMEM_REMAP,
 VMEM_PLACEMENT, VMEM_SIM_CAPACITY ...).  One line per step: its limit, the
 remaps (bytes), the regions mapped and given back, the device
 synchronisations those would have been on a GPU, the bytes placed on host,
-and what the device held at the end.
+and what the device held at the end.  --why also prints each allocation
+that remapped: its step, its number in the step, its size and the bytes
+moved for it.
 """
 import argparse
 import gzip
@@ -56,6 +58,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("trace")
     ap.add_argument("--json", action="store_true", help="one JSON object per step")
+    ap.add_argument("--why", action="store_true",
+                    help="print each allocation that remapped (slower: stats per allocation)")
     a = ap.parse_args(argv)
     lib = L.load()
     read = libvmem_offload._stats_reader(L)
@@ -74,11 +78,19 @@ def main(argv=None):
     before = snap()
     step = 0
     failed = 0
+    nth = 0  # allocations in the step so far
     rows = []
     for ev in events(a.trace):
         if ev[0] == "a":
             stream = streams.setdefault(ev[3], 0x1000 * (len(streams) + 1) if ev[3] else 0)
+            nth += 1
+            moved = L.stats()["deviceRemappedBytes"] if a.why else 0
             p = lib.vmem_torch_malloc(ev[2], 0, stream or None)
+            if a.why:
+                moved = L.stats()["deviceRemappedBytes"] - moved
+                if moved:
+                    print("step %d allocation %d of %.3f GB: %.3f GB remapped for it"
+                          % (step, nth, ev[2] / 1e9, moved / 1e9))
             if not p:
                 failed += 1
                 continue
@@ -101,6 +113,7 @@ def main(argv=None):
             before = now
             step += 1
             failed = 0
+            nth = 0
             if a.json:
                 print(json.dumps(row))
             else:

@@ -2,7 +2,8 @@
 """The recorder and its replay (src/recorder.c, bench/replay_recorded.py):
 a job run on sim-vmm with VMEM_TRACE_FILE set, its limit cut after two
 steps, is written as a trace that vmem-replay accepts, and
-replay_recorded.py replays it step by step with the cut where it was made.
+replay_recorded.py replays it step by step with the cut where it was made,
+the cut steps' remaps and the allocation they were for included.
 
     test_replay_recorded.py VMEM_REPLAY LIBVMEM_SO REPLAY_RECORDED_PY
 """
@@ -13,32 +14,27 @@ import sys
 import tempfile
 
 MiB = 1 << 20
-# A step: 24 activations of 8 MiB kept to the end, a 96 MiB block made
-# while half of them are live, temporaries between; the cut to 200 MiB
-# leaves the activations' freed memory in pieces when the large block comes.
+# A step: sixteen 8 MiB blocks, every other one freed (64 MiB free in
+# pieces), then a 48 MiB block.  Cut to 136 MiB after two steps, the large
+# block finds no free range that holds it: the arena moves pieces (remaps).
 JOB = r"""
-import ctypes, sys
+import sys
 sys.path.insert(0, %(py)r)
 import libvmem as L
 lib = L.load()
 M = 1 << 20
 def step():
-    acts = []
-    for k in range(24):
-        acts.append(lib.vmem_torch_malloc(8 * M, 0, None))
-        t = lib.vmem_torch_malloc((k %% 3 + 1) * M, 0, None)
-        lib.vmem_torch_free(t, 0, 0, None)
-        if k %% 2:
-            lib.vmem_torch_free(acts.pop(0), 0, 0, None)
-        if k == 12:
-            big = lib.vmem_torch_malloc(96 * M, 0, None)
-            lib.vmem_torch_free(big, 0, 0, None)
-    for a in acts:
-        lib.vmem_torch_free(a, 0, 0, None)
+    b = [lib.vmem_torch_malloc(8 * M, 0, None) for _ in range(16)]
+    for p in b[0::2]:
+        lib.vmem_torch_free(p, 0, 0, None)
+    big = lib.vmem_torch_malloc(48 * M, 0, None)
+    lib.vmem_torch_free(big, 0, 0, None)
+    for p in b[1::2]:
+        lib.vmem_torch_free(p, 0, 0, None)
     L.step_end()
 for s in range(6):
     if s == 2:
-        L.set_limit(200 * M)
+        L.set_limit(136 * M)
     step()
 """
 
@@ -57,13 +53,13 @@ def main():
         assert lines[0].startswith("# {"), lines[0]
         assert sum(1 for x in lines if x.startswith("s ")) == 6, "six step lines"
         limits = [x.split() for x in lines if x.startswith("# limit ")]
-        assert [x[:3] for x in limits] == [["#", "limit", str(200 * MiB)]], limits
+        assert [x[:3] for x in limits] == [["#", "limit", str(136 * MiB)]], limits
         # vmem-replay takes the file as it is
         out = subprocess.run([replay, "--backend", "sim-vmm", "--repeat", "1", trace],
                              capture_output=True, text=True, check=True).stdout
         j = json.loads(out.splitlines()[0])
         assert j["steps"] == 5 and j["steps_source"] == "marks", j
-        assert j["allocs"] == j["frees"] == 6 * (24 + 24 + 1), j
+        assert j["allocs"] == j["frees"] == 6 * 17, j
         # the replay applies the cut where it was made
         env = dict(os.environ, VMEM_LIBRARY=libso, VMEM_BACKEND="sim-vmm",
                    VMEM_SIM_CAPACITY="4G", VMEM_LOG_LEVEL="error")
@@ -72,10 +68,17 @@ def main():
                              capture_output=True, text=True, check=True).stdout
         rows = [json.loads(x) for x in out.splitlines()]
         assert len(rows) == 6, out
-        assert all(r["limit"] > 200 * MiB for r in rows[:2]), rows[:2]
-        assert all(r["limit"] == 200 * MiB for r in rows[2:]), rows[2:]
-        assert all(r["device_held"] <= 200 * MiB for r in rows[2:]), rows[2:]
+        assert all(r["limit"] > 136 * MiB for r in rows[:2]), rows[:2]
+        assert all(r["limit"] == 136 * MiB for r in rows[2:]), rows[2:]
+        assert all(r["device_held"] <= 136 * MiB for r in rows[2:]), rows[2:]
         assert all(r["failed"] == 0 for r in rows), rows
+        assert all(r["deviceRemaps"] == 0 for r in rows[:2]), rows[:2]
+        assert all(r["deviceRemaps"] > 0 for r in rows[3:]), rows[3:]
+        # --why names the allocation that remapped: the 48 MiB block, 17th of its step
+        out = subprocess.run([sys.executable, tool, "--why", trace], env=env,
+                             capture_output=True, text=True, check=True).stdout
+        why = [x for x in out.splitlines() if "remapped for it" in x]
+        assert why and all(" allocation 17 of 0.050 GB" in x for x in why), out
     print("replay-recorded OK")
 
 
