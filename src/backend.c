@@ -308,6 +308,14 @@ typedef struct sim_backend {
     uint64_t *used;     /* granule handed out */
     uint64_t *host;     /* granule handed out and backed by host memory */
     uint64_t *parked;   /* granule handed out, nothing mapped (paused) */
+    /* VMEM_SIM_BIG (sim-vmm, for studies of remaps): device memory mapped in
+     * big handles of bign granules where a region covers a whole aligned
+     * block, as vmm's 64 MiB handles: a remap moves a big handle whole and
+     * only by a multiple of its size; giving back part of one splits it
+     * (the rest becomes granules, counted).  0: granules only. */
+    uint64_t *big;      /* granule inside a big handle */
+    size_t bign;
+    unsigned long long big_splits;
     size_t capacity;
     size_t in_use;      /* device-backed bytes handed out */
     size_t host_in_use; /* host-backed bytes handed out */
@@ -399,9 +407,28 @@ static vmem_status_t sim_region_alloc(backend_t *b, size_t size, void *hint, voi
     if (r != 0)
         return VMEM_ERR_BACKEND;
     bits_set(s->used, first, n, 1);
+    if (s->bign)
+        for (size_t i = (first + s->bign - 1) / s->bign * s->bign; i + s->bign <= first + n;
+             i += s->bign)
+            bits_set(s->big, i, s->bign, 1);
     s->in_use += size;
     *base = p;
     return VMEM_OK;
+}
+
+/* VMEM_SIM_BIG: the big handles [first, first + n) cuts lose what lies in it
+ * and the rest becomes granules (a split, as vmm's partial release). */
+static void sim_big_cut(sim_backend_t *s, size_t first, size_t n)
+{
+    if (!s->bign)
+        return;
+    for (size_t i = first - first % s->bign; i < first + n; i += s->bign) {
+        if (!bit_get(s->big, i))
+            continue;
+        if (i < first || i + s->bign > first + n)
+            s->big_splits++;
+        bits_set(s->big, i, s->bign, 0);
+    }
 }
 
 static vmem_status_t sim_region_alloc_host(backend_t *b, size_t size, void *hint, void **base)
@@ -426,6 +453,7 @@ static void sim_region_free(backend_t *b, void *base, size_t size)
     sim_backend_t *s = (sim_backend_t *)b;
     size_t first = (size_t)((char *)base - s->va) / SIM_GRANULE, n = size / SIM_GRANULE;
     assert((char *)base >= s->va && first + n <= s->ngranules);
+    sim_big_cut(s, first, n);
     if (s->fd[SIM_DEV] < 0) {
         for (size_t i = first; i < first + n; i++)
             assert(bit_get(s->used, i));
@@ -470,6 +498,18 @@ static void sim_remap_span(const backend_t *b, uintptr_t *lo, uintptr_t *hi)
         return;
     }
     size_t first = (*lo - (uintptr_t)s->va) / SIM_GRANULE, end = (*hi - (uintptr_t)s->va) / SIM_GRANULE;
+    if (s->bign) { /* whole big handles only: one cut by an edge stays */
+        if (bit_get(s->big, first) && first % s->bign)
+            first += s->bign - first % s->bign;
+        if (end > first && bit_get(s->big, end - 1) && end % s->bign)
+            end -= end % s->bign;
+        if (end <= first) {
+            *hi = *lo;
+            return;
+        }
+        *lo = (uintptr_t)s->va + first * SIM_GRANULE;
+        *hi = (uintptr_t)s->va + end * SIM_GRANULE;
+    }
     for (size_t i = first; i < end; i++)
         if (!bit_get(s->used, i) || bit_get(s->host, i) || bit_get(s->parked, i)) {
             *hi = *lo;
@@ -482,18 +522,47 @@ static void sim_remap_span(const backend_t *b, uintptr_t *lo, uintptr_t *hi)
  * file offsets of their addresses, start empty: contents undefined). */
 static vmem_status_t sim_region_remap(backend_t *b, void *src, size_t size, void *hint, void **dst)
 {
+    sim_backend_t *s = (sim_backend_t *)b;
     uintptr_t lo = (uintptr_t)src, hi = lo + size;
     sim_remap_span(b, &lo, &hi);
     if (hi != (uintptr_t)src + size)
         return VMEM_ERR_UNSUPPORTED;
+    /* VMEM_SIM_BIG: the big handles move whole, by a multiple of their size */
+    size_t first = (size_t)((char *)src - s->va) / SIM_GRANULE, n = size / SIM_GRANULE;
+    size_t nbig = 0, *bigs = NULL;
+    if (s->bign) {
+        for (size_t i = first; i < first + n; i++)
+            nbig += bit_get(s->big, i) && i % s->bign == 0;
+        if (nbig && !(bigs = malloc(nbig * sizeof *bigs)))
+            return VMEM_ERR_NOMEM;
+        nbig = 0;
+        for (size_t i = first; i < first + n; i++)
+            if (bit_get(s->big, i) && i % s->bign == 0)
+                bigs[nbig++] = i - first;
+    }
     sim_region_free(b, src, size);
     vmem_status_t st = sim_region_alloc(b, size, hint, dst);
+    size_t to = first;
+    if (st == VMEM_OK) {
+        to = (size_t)((char *)*dst - s->va) / SIM_GRANULE;
+        if (nbig && (to - first) % s->bign != 0) {
+            sim_region_free(b, *dst, size);
+            st = VMEM_ERR_UNSUPPORTED;
+            to = first;
+        }
+    }
     if (st != VMEM_OK) { /* the range just freed is free: back where it was */
         void *back = NULL;
         vmem_status_t r = sim_region_alloc(b, size, src, &back);
         assert(r == VMEM_OK && back == src);
         (void)r;
     }
+    if (s->bign) { /* the handles as they were, at their new (or old) place */
+        bits_set(s->big, to, n, 0);
+        for (size_t k = 0; k < nbig; k++)
+            bits_set(s->big, to + bigs[k], s->bign, 1);
+    }
+    free(bigs);
     return st;
 }
 
@@ -540,6 +609,8 @@ static vmem_status_t sim_region_move(backend_t *b, void *base, size_t size, int 
         return VMEM_ERR_BACKEND;
     }
     sim_punch(s, from, off, size);
+    if (to_host)
+        sim_big_cut(s, first, n); /* big handles are device memory */
     if (to_host && b->move_guard)
         mprotect(base, size, PROT_NONE); /* a stray access to the paused block faults */
     bits_set(s->host, first, n, to_host);
@@ -598,6 +669,7 @@ static vmem_status_t sim_region_park(backend_t *b, void *base, size_t size)
     if (!sim_run_is(s, base, size, 0))
         return VMEM_ERR_INVALID;
     size_t first = (size_t)((char *)base - s->va) / SIM_GRANULE, n = size / SIM_GRANULE;
+    sim_big_cut(s, first, n);
     for (size_t i = first; i < first + n; i++) {
         size_t off = i * SIM_GRANULE;
         int side = bit_get(s->host, i);
@@ -652,6 +724,7 @@ static void sim_destroy(backend_t *b)
     free(s->used);
     free(s->host);
     free(s->parked);
+    free(s->big);
     free(s);
 }
 
@@ -723,14 +796,16 @@ vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out
     s->used = calloc((s->ngranules + 63) / 64, sizeof *s->used);
     s->host = calloc((s->ngranules + 63) / 64, sizeof *s->host);
     s->parked = calloc((s->ngranules + 63) / 64, sizeof *s->parked);
+    s->big = calloc((s->ngranules + 63) / 64, sizeof *s->big);
     void *va = mmap(NULL, s->va_size + SIM_GRANULE, PROT_NONE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (!s->used || !s->host || !s->parked || va == MAP_FAILED) {
+    if (!s->used || !s->host || !s->parked || !s->big || va == MAP_FAILED) {
         if (va != MAP_FAILED)
             munmap(va, s->va_size + SIM_GRANULE);
         free(s->used);
         free(s->host);
         free(s->parked);
+        free(s->big);
         free(s);
         return VMEM_ERR_NOMEM;
     }
@@ -756,6 +831,13 @@ vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out
     s->base.range_size = s->va_size;
     s->base.grow_align =
         vmm_style && backend_grow_align_on() ? backend_big_bytes(SIM_VMM_GROW_ALIGN) : 0;
+    /* VMEM_SIM_BIG (sim-vmm): big handles of this size, a power of two of
+     * whole granules; unset, 0 or anything else: granules only */
+    const char *bigenv = getenv("VMEM_SIM_BIG");
+    size_t big = 0;
+    if (vmm_style && bigenv && vmem_parse_size(bigenv, &big) == VMEM_OK && big > SIM_GRANULE &&
+        big % SIM_GRANULE == 0 && (big & (big - 1)) == 0)
+        s->bign = big / SIM_GRANULE;
     backend_set_faults(&s->base, 0, 0, 0);
     *out = &s->base;
     return VMEM_OK;

@@ -199,3 +199,104 @@ Test(remap, random_work_under_a_limit_keeps_every_block)
     CHECK_VMEM(v, "the end");
     vmem_destroy(v);
 }
+
+/* VMEM_SIM_BIG (sim-vmm modelling vmm's 64 MiB handles, here 8 MiB of four
+ * granules): eight 4 MiB blocks fill a 32 MiB region, mapped in one piece,
+ * so with big handles wherever it covers an aligned 8 MiB.  Blocks 1 and 2 (granules 2-5) and 7 are freed: the
+ * 8 MiB hole cuts big handles, and no whole handle in it can move to the
+ * tail by a multiple of its size; the arena gives memory back instead
+ * (splitting the handles), as on a GPU.  Without big handles the hole
+ * moves to the tail and nothing is given back. */
+static void big_case(int big)
+{
+    env_unset_all();
+    if (big)
+        setenv("VMEM_SIM_BIG", "8M", 1);
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 32 * MiB, 0, 64 * MiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    unsetenv("VMEM_SIM_BIG");
+    void *w = vmem_alloc(v, 32 * MiB); /* one 32 MiB region: its big handles */
+    cr_assert_not_null(w);
+    cr_assert_eq(vmem_free(v, w), VMEM_OK);
+    void *p[8];
+    for (int i = 0; i < 8; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        pattern_fill(p[i], 4 * MiB, (uint64_t)i + 1);
+    }
+    for (int i = 1; i < 8; i++)
+        cr_assert_eq((char *)p[i], (char *)p[0] + (size_t)i * 4 * MiB, "one range in order");
+    cr_assert_eq(vmem_free(v, p[1]), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[2]), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[7]), VMEM_OK);
+    vmem_stats_t s0 = stats_of(v);
+    void *q = vmem_alloc(v, 12 * MiB);
+    cr_assert_not_null(q);
+    cr_assert_eq(location_of(v, q), VMEM_LOC_DEVICE);
+    vmem_stats_t s1 = stats_of(v);
+    if (big) {
+        /* (a whole handle may still move somewhere else, not next to the
+         * tail, as on vmm: that does not serve the request) */
+        cr_assert_gt(s1.device_region_frees, s0.device_region_frees, "the release path");
+    } else {
+        cr_assert_gt(s1.device_remaps, s0.device_remaps, "the hole should move");
+        cr_assert_eq(s1.device_region_frees, s0.device_region_frees, "nothing given back");
+    }
+    cr_assert_leq(s1.device_peak_held, 32 * MiB, "never above the limit");
+    pattern_fill(q, 12 * MiB, 99);
+    for (int i = 0; i < 7; i++)
+        if (i != 1 && i != 2)
+            cr_assert(pattern_ok(p[i], 4 * MiB, (uint64_t)i + 1), "block %d lost its data", i);
+    cr_assert(pattern_ok(q, 12 * MiB, 99));
+    CHECK_VMEM(v, "the allocation");
+    vmem_free(v, q);
+    for (int i = 0; i < 7; i++)
+        if (i != 1 && i != 2)
+            vmem_free(v, p[i]);
+    vmem_destroy(v);
+}
+
+Test(remap, simulated_big_handles_cut_by_a_hole_do_not_move) { big_case(1); }
+
+Test(remap, without_big_handles_the_same_hole_moves) { big_case(0); }
+
+/* Whole big handles move, by a multiple of their size only: random work
+ * under a limit with every block's data checked, big handles on. */
+Test(remap, random_work_with_simulated_big_handles_keeps_every_block)
+{
+    env_unset_all();
+    setenv("VMEM_SIM_BIG", "8M", 1);
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 96 * MiB, 0, 256 * MiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    unsetenv("VMEM_SIM_BIG");
+    enum { N = 48 };
+    void *p[N] = {0};
+    size_t sz[N] = {0};
+    unsigned seed = 11;
+    for (int i = 0; i < 6000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int k = (int)((seed >> 8) % N);
+        if (p[k]) {
+            cr_assert(pattern_ok(p[k], sz[k], (uint64_t)k + 100), "block %d lost its data", k);
+            cr_assert_eq(vmem_free(v, p[k]), VMEM_OK);
+            p[k] = NULL;
+        } else {
+            sz[k] = ((seed >> 16) % 24 + 1) * MiB / 2;
+            p[k] = vmem_alloc(v, sz[k]);
+            if (p[k])
+                pattern_fill(p[k], sz[k], (uint64_t)k + 100);
+        }
+        if (i % 600 == 599) {
+            CHECK_VMEM(v, "op %d", i);
+            cr_assert_eq(vmem_step_end(v), VMEM_OK);
+        }
+    }
+    vmem_stats_t s = stats_of(v);
+    cr_assert_gt(s.device_remaps, 0, "the work should have moved memory");
+    for (int k = 0; k < N; k++)
+        if (p[k]) {
+            cr_assert(pattern_ok(p[k], sz[k], (uint64_t)k + 100), "block %d lost its data", k);
+            vmem_free(v, p[k]);
+        }
+    vmem_destroy(v);
+}
