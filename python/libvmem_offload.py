@@ -927,15 +927,15 @@ class Offload:
                     ref.record(compute)
             fc.wait(out, compute)
             with fc.on(out):
-                if not (self.sm_copy and self.copy_out is not None and t.is_contiguous() and
+                # (t is contiguous: _eligible)
+                if self.sm_copy and self.copy_out is not None and \
                         self.copy_out(t.device.index or 0, slot[0].data_ptr(), t.data_ptr(), n,
-                                      out.cuda_stream)):
-                    if self.sm_copy and t.is_contiguous():
-                        self.sm_copy = False  # refused (no such device support): copy engines
+                                      out.cuda_stream):
+                    self.totals["sm_copied_bytes"] += n
+                else:
+                    self.sm_copy = False  # off, or refused (no such device support)
                     host = slot[0].view(t.dtype).view(t.shape)
                     host.copy_(t, non_blocking=True)
-                else:
-                    self.totals["sm_copied_bytes"] += n
                 done = torch.cuda.Event(enable_timing=True) if timed else torch.cuda.Event()
                 done.record(out)
             r = _Record(len(self.records), cand, slot, done, t, n)

@@ -312,10 +312,9 @@ typedef struct sim_backend {
      * big handles of bign granules where a region covers a whole aligned
      * block, as vmm's 64 MiB handles: a remap moves a big handle whole and
      * only by a multiple of its size; giving back part of one splits it
-     * (the rest becomes granules, counted).  0: granules only. */
+     * (the rest becomes granules).  0: granules only. */
     uint64_t *big;      /* granule inside a big handle */
     size_t bign;
-    unsigned long long big_splits;
     size_t capacity;
     size_t in_use;      /* device-backed bytes handed out */
     size_t host_in_use; /* host-backed bytes handed out */
@@ -422,13 +421,9 @@ static void sim_big_cut(sim_backend_t *s, size_t first, size_t n)
 {
     if (!s->bign)
         return;
-    for (size_t i = first - first % s->bign; i < first + n; i += s->bign) {
-        if (!bit_get(s->big, i))
-            continue;
-        if (i < first || i + s->bign > first + n)
-            s->big_splits++;
-        bits_set(s->big, i, s->bign, 0);
-    }
+    for (size_t i = first - first % s->bign; i < first + n; i += s->bign)
+        if (bit_get(s->big, i))
+            bits_set(s->big, i, s->bign, 0);
 }
 
 static vmem_status_t sim_region_alloc_host(backend_t *b, size_t size, void *hint, void **base)

@@ -15,7 +15,6 @@ struct recorder {
     double t0;
     uintptr_t streams[RECORDER_STREAMS];
     unsigned nstreams;
-    unsigned long long events;
     int failed;
 };
 
@@ -74,12 +73,11 @@ static unsigned long long t_us(const recorder_t *r)
     return (unsigned long long)((vmem_now() - r->t0) * 1e6);
 }
 
+/* n: what fprintf returned, negative for a failed write, which stops the recording. */
 static void wrote(recorder_t *r, int n)
 {
-    if (n >= 0) {
-        r->events++;
+    if (n >= 0)
         return;
-    }
     r->failed = 1;
     vmem_log(NULL, VMEM_LOG_ERROR, "VMEM_TRACE_FILE %s: write failed; recording stops",
              r->path);
@@ -125,13 +123,7 @@ void recorder_limit(recorder_t *r, size_t bytes)
 {
     if (!r || r->failed)
         return;
-    if (fprintf(r->f, "# limit %zu %llu\n", bytes, t_us(r)) < 0)
-        wrote(r, -1);
-}
-
-unsigned long long recorder_events(const recorder_t *r)
-{
-    return r && !r->failed ? r->events : 0;
+    wrote(r, fprintf(r->f, "# limit %zu %llu\n", bytes, t_us(r)));
 }
 
 void recorder_close(recorder_t *r)

@@ -40,8 +40,6 @@ void recorder_alloc(recorder_t *r, const void *p, size_t size, void *stream);
 void recorder_free(recorder_t *r, const void *p);
 void recorder_step(recorder_t *r);
 void recorder_limit(recorder_t *r, size_t bytes);
-/* Events written so far (allocations, frees, steps); 0 after an error. */
-unsigned long long recorder_events(const recorder_t *r);
 /* Flushes, closes and frees (NULL: nothing). */
 void recorder_close(recorder_t *r);
 

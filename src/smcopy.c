@@ -107,9 +107,9 @@ static const char ptx[] =
 
 #define SMCOPY_DEVICES 64
 
-/* Per device: 0 not tried, 1 loaded, -1 unusable (why: st). */
+/* Per device, once tried: st, VMEM_OK with the kernel, else why not. */
 static struct {
-    int state;
+    int tried;
     vmem_status_t st;
     CUcontext ctx;
     CUfunction fn;
@@ -120,7 +120,7 @@ static pthread_mutex_t devs_lock = PTHREAD_MUTEX_INITIALIZER;
 static vmem_status_t kernel_of(const cu_driver_t *cu, int device, CUfunction *fn, CUcontext *ctx)
 {
     pthread_mutex_lock(&devs_lock);
-    if (devs[device].state == 0) {
+    if (!devs[device].tried) {
         vmem_status_t st = VMEM_ERR_BACKEND;
         CUdevice d;
         CUcontext c = NULL;
@@ -153,7 +153,7 @@ static vmem_status_t kernel_of(const cu_driver_t *cu, int device, CUfunction *fn
             if (st != VMEM_OK)
                 cu->DevicePrimaryCtxRelease(d);
         }
-        devs[device].state = st == VMEM_OK ? 1 : -1;
+        devs[device].tried = 1;
         devs[device].st = st;
     }
     vmem_status_t st = devs[device].st;

@@ -195,7 +195,10 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     size_t stable_dev = v->stable_dev, stable_host = v->stable_host;
     const char *reason = v->swap_reason;
     uint64_t remap_misses = v->dev.remap_misses, remap_refused = v->dev.remap_refused;
-    deferred_t df = v->deferred; /* counters only: the copy's pointers are not used */
+    const deferred_t *d = &v->deferred;
+    unsigned long long df_frees = d->deferred, df_bytes = d->deferred_bytes,
+                       df_waiting = d->dev_bytes + d->host_bytes,
+                       df_stream_waits = d->stream_waits, df_cpu_waits = d->cpu_waits;
     double map_s = 0, unmap_s = 0, remap_s = 0; /* vmm: the CPU's time in driver mappings */
 #ifdef VMEM_HAVE_CUDA
     backend_vmm_counters_t vc;
@@ -261,10 +264,9 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"deviceRemapMisses\":%llu,\"deviceRemapRefusals\":%llu",
             (unsigned long long)remap_misses, (unsigned long long)remap_refused);
     jprintf(&j, ",\"deferredFrees\":%llu,\"deferredFreedBytes\":%llu,\"deferredWaitingBytes\":%llu",
-            (unsigned long long)df.deferred, (unsigned long long)df.deferred_bytes,
-            (unsigned long long)(df.dev_bytes + df.host_bytes));
-    jprintf(&j, ",\"deferredStreamWaits\":%llu,\"deferredCpuWaits\":%llu",
-            (unsigned long long)df.stream_waits, (unsigned long long)df.cpu_waits);
+            df_frees, df_bytes, df_waiting);
+    jprintf(&j, ",\"deferredStreamWaits\":%llu,\"deferredCpuWaits\":%llu", df_stream_waits,
+            df_cpu_waits);
     jprintf(&j, ",\"deviceMapSeconds\":%.6f,\"deviceUnmapSeconds\":%.6f,\"deviceRemapSeconds\":%.6f",
             map_s, unmap_s, remap_s);
     jprintf(&j, ",\"planHostBytes\":%llu,\"hostFreedBytes\":%llu,\"hostLifeEvents\":%.1f",

@@ -237,6 +237,23 @@ def remap_once(n=16, hsize=G):
     return t_alias, t_acc, t_unmap
 
 
+def best_per_handle(n, hsize=G):
+    """remap_once of n handles of hsize bytes, best of 3, per handle in us:
+    (retain + map, access, unmap)."""
+    rows = [remap_once(n, hsize) for _ in range(3)]
+    return tuple(min(r[k] for r in rows) / n * 1e6 for k in range(3))
+
+
+def gb_per_s(stream, nbytes, queue):
+    """GB/s of the nbytes that queue() puts on stream, timed by events there."""
+    ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+    ev0.record(stream)
+    queue()
+    ev1.record(stream)
+    ev1.synchronize()
+    return nbytes / cp.cuda.get_elapsed_time(ev0, ev1) / 1e6
+
+
 def check_under_load(mappings=5000, copies=12):
     """5. the remap's calls per granule handle as in a cut step (docs/placement.md, "The
     CPU's time in the driver's mapping calls"): on an idle device, then with `mappings`
@@ -245,10 +262,8 @@ def check_under_load(mappings=5000, copies=12):
     n = 16
 
     def show(what):
-        rows = [remap_once(n) for _ in range(3)]
-        a, c, u = (min(r[k] for r in rows) / n * 1e6 for k in range(3))
-        big = [remap_once(1, 32 * G) for _ in range(3)]
-        ba, bc, bu = (min(r[k] for r in big) * 1e6 for k in range(3))
+        a, c, u = best_per_handle(n)
+        ba, bc, bu = best_per_handle(1, 32 * G)
         print("remap, %s: per 2 MiB handle (%d of them) retain+map %.1f us, access %.1f us, "
               "unmap %.1f us; one 64 MiB handle: %.1f, %.1f, %.1f us (best of 3)"
               % (what, n, a, c, u, ba, bc, bu))
@@ -309,9 +324,8 @@ def check_what_waits(copies=12):
     def show(what, queue):
         cp.cuda.Device().synchronize()
         queue()
-        rows = [remap_once(n) for _ in range(3)]
+        a, c, u = best_per_handle(n)
         busy = not (s1.done and s2.done)
-        a, c, u = (min(r[k] for r in rows) / n * 1e6 for k in range(3))
         cp.cuda.Device().synchronize()
         print("what waits, %s: per 2 MiB handle retain+map %.1f us, access %.1f us, unmap "
               "%.1f us (busy after: %s)" % (what, a, c, u, busy))
@@ -344,27 +358,13 @@ def check_what_waits(copies=12):
     show("copy engines, both ways in 4 MiB pieces", ce(("d2h", "h2d"), 4 << 20))
     show("copy engines, device to device", ce(("d2d",)))
     for grid in (16, 32, 132):
-        for way in ("d2h", "h2d"):
-            ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
-            ev0.record(s1)
-            for _ in range(4):
-                if way == "d2h":
-                    kcopy(d.data.ptr, hptr, GiB, s1, grid)
-                else:
-                    kcopy(hptr, d.data.ptr, GiB, s1, grid)
-            ev1.record(s1)
-            ev1.synchronize()
-            ms = cp.cuda.get_elapsed_time(ev0, ev1)
+        for way, src, dst in (("d2h", d.data.ptr, hptr), ("h2d", hptr, d.data.ptr)):
+            bw = gb_per_s(s1, 4 * GiB, lambda: [kcopy(src, dst, GiB, s1, grid) for _ in range(4)])
             print("what waits, a kernel's copy %s through mapped memory, %d blocks of 256: "
-                  "%.1f GB/s" % (way, grid, 4 * GiB / ms / 1e6))
-    ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
-    ev0.record(s1)
-    for _ in range(4):
-        cp.cuda.runtime.memcpyAsync(hptr, d.data.ptr, GiB, 2, s1.ptr)
-    ev1.record(s1)
-    ev1.synchronize()
-    print("what waits, the copy engine device to host: %.1f GB/s"
-          % (4 * GiB / cp.cuda.get_elapsed_time(ev0, ev1) / 1e6))
+                  "%.1f GB/s" % (way, grid, bw))
+    bw = gb_per_s(s1, 4 * GiB, lambda: [cp.cuda.runtime.memcpyAsync(hptr, d.data.ptr, GiB, 2,
+                                                                      s1.ptr) for _ in range(4)])
+    print("what waits, the copy engine device to host: %.1f GB/s" % bw)
     # a copy to host asked as device to device: which engine, and does it slow the mappings?
     def d2d_to_host():
         for _ in range(copies):
@@ -376,13 +376,8 @@ def check_what_waits(copies=12):
                                        ctypes.c_void_p(s1.ptr)), "dtod")
     for name, fn in (("cudaMemcpyDeviceToDevice", d2d_to_host), ("cuMemcpyDtoDAsync", dtod_driver)):
         try:
-            ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
-            ev0.record(s1)
-            fn()
-            ev1.record(s1)
-            ev1.synchronize()
             print("what waits, a copy to host memory asked as %s: %.1f GB/s"
-                  % (name, copies * GiB / cp.cuda.get_elapsed_time(ev0, ev1) / 1e6))
+                  % (name, gb_per_s(s1, copies * GiB, fn)))
             show("copies to host asked as %s" % name, fn)
         except Exception as e:  # noqa: BLE001 (a probe: say what the driver said)
             print("what waits, a copy to host memory asked as %s: refused (%s)" % (name, e))
