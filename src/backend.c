@@ -8,11 +8,13 @@
 #include <linux/falloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "vmem_internal.h"
+
 #define SIM_GRANULE ((size_t)2 << 20)
-#define SIM_VMM_GROW_ALIGN ((size_t)64 << 20) /* sim-vmm: regions end on 64 MiB, as vmm */
 #define SIM_MAX_CAPACITY VMEM_SIM_CAPACITY_MAX
 #define SIM_HOST_RANGE ((size_t)64 << 30) /* sim-vmm: room in the range for host
                                              memory mapped in place (the default
@@ -749,35 +751,168 @@ static int sim_files_open(sim_backend_t *s)
     return 0;
 }
 
-int backend_grow_align_on(void)
+/* ------------------------------------------------------------------------ */
+/* Settings of vmm and sim-vmm from the environment (backend.h)             */
+/* ------------------------------------------------------------------------ */
+
+/* Variable `name` with value val (NULL: unset) as a boolean, dflt when
+ * unset. */
+static vmem_status_t env_bool(const char *name, const char *val, int dflt, int *out)
 {
-    const char *e = getenv("VMEM_VMM_GROW_ALIGN");
-    return !(e && strcmp(e, "0") == 0);
+    *out = dflt;
+    if (val && options_parse_bool(val, out) != 0) {
+        vmem_log(NULL, VMEM_LOG_ERROR, "invalid %s=\"%s\" (expected on or off)", name, val);
+        return VMEM_ERR_ENV;
+    }
+    return VMEM_OK;
 }
 
-size_t backend_env_mib(const char *name, size_t dflt, long lo, long hi)
+/* Variable `name` with value val (NULL: unset) as a number of threads from
+ * 1 to max, dflt when unset. */
+static vmem_status_t env_threads(const char *name, const char *val, int dflt, int max, int *out)
 {
-    const char *mib = getenv(name);
-    if (!mib || !*mib)
-        return dflt;
-    char *end = NULL;
-    long v = strtol(mib, &end, 10);
-    if (*end == '\0' && v >= lo && v <= hi && (v & (v - 1)) == 0)
-        return (size_t)v << 20;
-    fprintf(stderr, "libvmem: %s=%s ignored (%s%ld to %ld; default %zu)\n", name, mib,
-            lo == 0 ? "0 or a power of two, " : "a power of two, ", lo ? lo : 1, hi, dflt >> 20);
-    return dflt;
+    *out = dflt;
+    if (!val)
+        return VMEM_OK;
+    uint64_t n = 0;
+    if (options_parse_u64(val, &n) != 0 || n < 1 || n > (uint64_t)max) {
+        vmem_log(NULL, VMEM_LOG_ERROR, "invalid %s=\"%s\" (expected a number of threads, 1 to %d)",
+                 name, val, max);
+        return VMEM_ERR_ENV;
+    }
+    *out = (int)n;
+    return VMEM_OK;
 }
 
-size_t backend_big_bytes(size_t dflt)
+/* s as a number of MiB, 0 or a power of two up to hi, in bytes. */
+static int mib_parse(const char *s, uint64_t hi, size_t *bytes)
 {
-    return backend_env_mib("VMEM_VMM_BIG_MIB", dflt, 4, 1024);
+    uint64_t v = 0;
+    if (options_parse_u64(s, &v) != 0 || v > hi || (v & (v - 1)) != 0)
+        return -1;
+    *bytes = (size_t)v << 20;
+    return 0;
+}
+
+vmem_status_t backend_grow_align_from_env(int *on)
+{
+    return env_bool("VMEM_VMM_GROW_ALIGN", getenv("VMEM_VMM_GROW_ALIGN"), 1, on);
+}
+
+vmem_status_t backend_big_from_env(size_t granule, size_t *bytes)
+{
+    *bytes = BACKEND_VMM_BIG_DEFAULT;
+    const char *e = getenv("VMEM_VMM_BIG_MIB");
+    if (!e)
+        return VMEM_OK;
+    /* 4 to 1024 MiB, and 2 to 256 granules (4 to 512 MiB with 2 MiB ones) */
+    size_t lo = 2 * granule > ((size_t)4 << 20) ? 2 * granule : (size_t)4 << 20;
+    size_t hi = BACKEND_VMM_BIG_MAX * granule < ((size_t)1024 << 20) ? BACKEND_VMM_BIG_MAX * granule
+                                                                     : (size_t)1024 << 20;
+    size_t v = 0;
+    if (mib_parse(e, 1024, &v) != 0 || v < lo || v > hi || v % granule != 0) {
+        vmem_log(NULL, VMEM_LOG_ERROR,
+                 "invalid VMEM_VMM_BIG_MIB=\"%s\" (expected MiB, a power of two from %zu to %zu: "
+                 "2 to %d granules of %zu MiB)",
+                 e, lo >> 20, hi >> 20, BACKEND_VMM_BIG_MAX, granule >> 20);
+        return VMEM_ERR_ENV;
+    }
+    *bytes = v;
+    return VMEM_OK;
+}
+
+/* VMEM_VMM_HUGE_MIB for big handles of `big` bytes: 0 (off), or MiB, a
+ * power of two up to 4096 that is 2 to BACKEND_VMM_HUGE_MAX big handles. */
+static vmem_status_t huge_from_env(size_t big, size_t *bytes)
+{
+    *bytes = BACKEND_VMM_HUGE_DEFAULT;
+    const char *e = getenv("VMEM_VMM_HUGE_MIB");
+    if (!e)
+        return VMEM_OK;
+    size_t lo = 2 * big;
+    size_t hi = BACKEND_VMM_HUGE_MAX * big < ((size_t)4096 << 20) ? BACKEND_VMM_HUGE_MAX * big
+                                                                  : (size_t)4096 << 20;
+    size_t v = 0;
+    if (mib_parse(e, 4096, &v) != 0 || (v != 0 && (v < lo || v > hi || v % big != 0))) {
+        vmem_log(NULL, VMEM_LOG_ERROR,
+                 "invalid VMEM_VMM_HUGE_MIB=\"%s\" (expected 0 (off), or MiB, a power of two from "
+                 "%zu to %zu: 2 to %d big handles of %zu MiB)",
+                 e, lo >> 20, hi >> 20, BACKEND_VMM_HUGE_MAX, big >> 20);
+        return VMEM_ERR_ENV;
+    }
+    *bytes = v;
+    return VMEM_OK;
+}
+
+/* VMEM_VMM_HOST_KEEP: a size, or all (SIZE_MAX, the default). */
+static vmem_status_t host_keep_from_env(size_t *bytes)
+{
+    *bytes = SIZE_MAX;
+    const char *e = getenv("VMEM_VMM_HOST_KEEP");
+    if (!e || strcasecmp(e, "all") == 0)
+        return VMEM_OK;
+    if (vmem_parse_size(e, bytes) != VMEM_OK) {
+        vmem_log(NULL, VMEM_LOG_ERROR,
+                 "invalid VMEM_VMM_HOST_KEEP=\"%s\" (expected a size, e.g. 4G, or all)", e);
+        return VMEM_ERR_ENV;
+    }
+    return VMEM_OK;
+}
+
+vmem_status_t backend_vmm_env(size_t granule, backend_vmm_env_t *out)
+{
+    backend_vmm_env_t e;
+    memset(&e, 0, sizeof e);
+    if (env_bool("VMEM_VMM_BIG", getenv("VMEM_VMM_BIG"), 1, &e.big) != VMEM_OK ||
+        env_bool("VMEM_VMM_HOST_BIG", getenv("VMEM_VMM_HOST_BIG"), 1, &e.host_big) != VMEM_OK ||
+        env_bool("VMEM_VMM_DEVICE_BIG", getenv("VMEM_VMM_DEVICE_BIG"), 1, &e.device_big) !=
+            VMEM_OK ||
+        backend_grow_align_from_env(&e.grow_align) != VMEM_OK ||
+        backend_big_from_env(granule, &e.big_bytes) != VMEM_OK ||
+        huge_from_env(e.big_bytes, &e.huge_bytes) != VMEM_OK ||
+        env_threads("VMEM_VMM_SPLIT_THREADS", getenv("VMEM_VMM_SPLIT_THREADS"), 1,
+                    BACKEND_VMM_SPLIT_THREADS_MAX, &e.split_threads) != VMEM_OK ||
+        env_threads("VMEM_VMM_RESERVE_THREADS", getenv("VMEM_VMM_RESERVE_THREADS"), 4,
+                    BACKEND_VMM_RESERVE_THREADS_MAX, &e.reserve_threads) != VMEM_OK ||
+        host_keep_from_env(&e.host_keep) != VMEM_OK)
+        return VMEM_ERR_ENV;
+    *out = e;
+    return VMEM_OK;
+}
+
+/* VMEM_SIM_BIG (sim-vmm): 0 (granules only, the default) or a size that is
+ * a power of two above the granule. */
+static vmem_status_t sim_big_from_env(size_t *bytes)
+{
+    *bytes = 0;
+    const char *e = getenv("VMEM_SIM_BIG");
+    if (!e)
+        return VMEM_OK;
+    size_t v = 0;
+    if (vmem_parse_size(e, &v) != VMEM_OK ||
+        (v != 0 && (v <= SIM_GRANULE || v % SIM_GRANULE != 0 || (v & (v - 1)) != 0))) {
+        vmem_log(NULL, VMEM_LOG_ERROR,
+                 "invalid VMEM_SIM_BIG=\"%s\" (expected 0, or a size that is a power of two above "
+                 "2 MiB, e.g. 64M)",
+                 e);
+        return VMEM_ERR_ENV;
+    }
+    *bytes = v;
+    return VMEM_OK;
 }
 
 vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out)
 {
     if (capacity < SIM_GRANULE || capacity > SIM_MAX_CAPACITY)
         return VMEM_ERR_INVALID;
+    /* sim-vmm: regions end on vmm's big handles (VMEM_VMM_GROW_ALIGN,
+     * VMEM_VMM_BIG_MIB); VMEM_SIM_BIG models those handles. */
+    int align_on = 0;
+    size_t align = 0, big = 0;
+    if (vmm_style && (backend_grow_align_from_env(&align_on) != VMEM_OK ||
+                      backend_big_from_env(SIM_GRANULE, &align) != VMEM_OK ||
+                      sim_big_from_env(&big) != VMEM_OK))
+        return VMEM_ERR_ENV;
     capacity = capacity / SIM_GRANULE * SIM_GRANULE;
     sim_backend_t *s = calloc(1, sizeof *s);
     if (!s)
@@ -824,15 +959,8 @@ vmem_status_t backend_sim_create(size_t capacity, int vmm_style, backend_t **out
     s->base.granule = SIM_GRANULE;
     s->base.range_base = (uintptr_t)s->va;
     s->base.range_size = s->va_size;
-    s->base.grow_align =
-        vmm_style && backend_grow_align_on() ? backend_big_bytes(SIM_VMM_GROW_ALIGN) : 0;
-    /* VMEM_SIM_BIG (sim-vmm): big handles of this size, a power of two of
-     * whole granules; unset, 0 or anything else: granules only */
-    const char *bigenv = getenv("VMEM_SIM_BIG");
-    size_t big = 0;
-    if (vmm_style && bigenv && vmem_parse_size(bigenv, &big) == VMEM_OK && big > SIM_GRANULE &&
-        big % SIM_GRANULE == 0 && (big & (big - 1)) == 0)
-        s->bign = big / SIM_GRANULE;
+    s->base.grow_align = align_on ? align : 0;
+    s->bign = big / SIM_GRANULE; /* 0: granules only */
     backend_set_faults(&s->base, 0, 0, 0);
     *out = &s->base;
     return VMEM_OK;

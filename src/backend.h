@@ -201,19 +201,42 @@ vmem_status_t backend_cuda_create(int device, backend_t **out);
 vmem_status_t backend_pinned_create(int device, backend_t **out);
 vmem_status_t backend_vmm_create(int device, backend_t **out);
 
-/* Whether contiguous backends align region growth (backend_t.grow_align):
- * on unless VMEM_VMM_GROW_ALIGN is "0" (read at each call). */
-int backend_grow_align_on(void);
+/* Settings of the vmm backend from the environment (docs/configuration.md,
+ * "Diagnostic switches of the vmm backend"), read when an instance opens.
+ * Each reader below gives the default for an unset variable; a malformed
+ * or out-of-range value (empty included) is logged as an error naming the
+ * variable, its value and what is expected, and returns VMEM_ERR_ENV. */
+#define BACKEND_VMM_BIG_DEFAULT ((size_t)64 << 20)   /* VMEM_VMM_BIG_MIB */
+#define BACKEND_VMM_BIG_MAX 256                      /* granules per big handle */
+#define BACKEND_VMM_HUGE_DEFAULT ((size_t)512 << 20) /* VMEM_VMM_HUGE_MIB */
+#define BACKEND_VMM_HUGE_MAX 64                      /* big handles per huge one */
+#define BACKEND_VMM_SPLIT_THREADS_MAX 4
+#define BACKEND_VMM_RESERVE_THREADS_MAX 16
 
-/* The big handle's size in bytes (vmm; sim-vmm's growth alignment mirrors
- * it): VMEM_VMM_BIG_MIB, a power of two from 4 to 1024 MiB, else dflt (an
- * invalid value is reported on stderr and ignored).  Read at each call. */
-size_t backend_big_bytes(size_t dflt);
+typedef struct backend_vmm_env {
+    int big;             /* VMEM_VMM_BIG: big handles at all (default 1) */
+    int host_big;        /* VMEM_VMM_HOST_BIG: host memory in big handles (1) */
+    int device_big;      /* VMEM_VMM_DEVICE_BIG: device memory in big handles (1) */
+    int grow_align;      /* VMEM_VMM_GROW_ALIGN: regions end on big handles (1) */
+    size_t big_bytes;    /* VMEM_VMM_BIG_MIB in bytes (64 MiB) */
+    size_t huge_bytes;   /* VMEM_VMM_HUGE_MIB in bytes, 0: off (512 MiB; where that is
+                            not 2 to 64 big handles the backend makes none) */
+    int split_threads;   /* VMEM_VMM_SPLIT_THREADS, 1 to 4 (1) */
+    int reserve_threads; /* VMEM_VMM_RESERVE_THREADS, 1 to 16 (4) */
+    size_t host_keep;    /* VMEM_VMM_HOST_KEEP in bytes, SIZE_MAX: all (all) */
+} backend_vmm_env_t;
 
-/* An environment variable in MiB: a power of two from lo to hi (or 0 when
- * lo is 0) in bytes, else dflt (an invalid value is reported on stderr and
- * ignored).  Read at each call. */
-size_t backend_env_mib(const char *name, size_t dflt, long lo, long hi);
+/* Every setting above, for a backend whose granule is `granule` bytes (a
+ * power of two of at least 1 MiB).  *out is written only on VMEM_OK. */
+vmem_status_t backend_vmm_env(size_t granule, backend_vmm_env_t *out);
+
+/* VMEM_VMM_GROW_ALIGN alone (vmm and sim-vmm): a boolean, default on. */
+vmem_status_t backend_grow_align_from_env(int *on);
+
+/* VMEM_VMM_BIG_MIB alone (vmm; sim-vmm aligns its growth to it): MiB, a
+ * power of two from 4 to 1024 that is 2 to BACKEND_VMM_BIG_MAX granules;
+ * default BACKEND_VMM_BIG_DEFAULT. */
+vmem_status_t backend_big_from_env(size_t granule, size_t *bytes);
 
 /* 1 if a CUDA device is usable (driver and device present), 0 otherwise. */
 int backend_cuda_present(int device);

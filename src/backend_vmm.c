@@ -41,17 +41,17 @@
 #define VMM_GRANULE_MIN ((size_t)2 << 20)
 #define VMM_RANGE_FACTOR 4                 /* reserved range: 4x the device memory ... */
 #define VMM_RANGE_HOST ((size_t)256 << 30) /* ... plus room for host memory in place */
-#define VMM_BIG ((size_t)64 << 20)         /* a big handle (default; VMEM_VMM_BIG_MIB); also
+#define VMM_BIG BACKEND_VMM_BIG_DEFAULT     /* a big handle (default; VMEM_VMM_BIG_MIB); also
                                               bytes per step of a move */
-#define VMM_HUGE ((size_t)512 << 20)       /* a huge handle (default; VMEM_VMM_HUGE_MIB):
+#define VMM_HUGE BACKEND_VMM_HUGE_DEFAULT  /* a huge handle (default; VMEM_VMM_HUGE_MIB):
                                               device memory only, where a run covers an
                                               aligned piece of this size */
-#define VMM_HUGE_MAX 64                    /* big handles per huge one, at most */
+#define VMM_HUGE_MAX BACKEND_VMM_HUGE_MAX  /* big handles per huge one, at most */
 #define VMM_STAGES 4                       /* steps of a move in flight */
 #define VMM_RING 16                        /* ... at most (a move of huge mappings to host:
                                               a huge mapping's pieces wait for its last, so
                                               the next one's copies run meanwhile) */
-#define VMM_SPLIT_THREADS 4                /* threads mapping the granule handles of a split */
+#define VMM_SPLIT_THREADS BACKEND_VMM_SPLIT_THREADS_MAX /* threads mapping a split's handles */
 #define VMM_SPLIT_MIN 8                    /* kept granules below which a split maps alone */
 
 /* VMM_ZOMBIE: given back to the engine but still mapped, because a big
@@ -106,6 +106,7 @@ typedef struct vmm_backend {
     int host_big;                 /* 1: host memory in big handles too (VMEM_VMM_HOST_BIG) */
     int dev_big;                  /* 1: device memory in big handles (VMEM_VMM_DEVICE_BIG) */
     int split_threads;            /* threads mapping a split's handles (VMEM_VMM_SPLIT_THREADS) */
+    int grow_align;               /* regions end on big handles (VMEM_VMM_GROW_ALIGN) */
     size_t in_use, host_in_use, zombie;
     CUmemAllocationProp prop[3];  /* indexed by VMM_DEVICE, VMM_HOST */
     CUmemAccessDesc access;
@@ -2411,16 +2412,23 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
         if (m->granule % gd || m->granule % VMM_GRANULE_MIN)
             goto out;
     }
+    /* The settings of docs/configuration.md ("Diagnostic switches of the
+     * vmm backend"); a bad one fails the creation. */
+    backend_vmm_env_t env;
+    if (backend_vmm_env(m->granule, &env) != VMEM_OK) {
+        st = VMEM_ERR_ENV;
+        goto out;
+    }
     m->va_size = (total * VMM_RANGE_FACTOR + VMM_RANGE_HOST) / m->granule * m->granule;
     m->ngranules = m->va_size / m->granule;
     m->state = calloc(m->ngranules, 1);
     m->big = calloc(m->ngranules, 1);
-    /* Big handles (VMM_BIG) where the granule divides them; off with
-     * VMEM_VMM_BIG=0 (one handle per granule everywhere, as before). */
-    const char *env = getenv("VMEM_VMM_BIG");
-    size_t bigsz = backend_big_bytes(VMM_BIG); /* VMEM_VMM_BIG_MIB */
+    /* Big handles (VMM_BIG, VMEM_VMM_BIG_MIB) where the granule divides
+     * them; off with VMEM_VMM_BIG=0 (one handle per granule everywhere, as
+     * before). */
+    size_t bigsz = env.big_bytes;
     m->bign = bigsz % m->granule == 0 ? bigsz / m->granule : 0;
-    if (m->bign < 2 || m->bign > 256 || (env && strcmp(env, "0") == 0))
+    if (m->bign < 2 || m->bign > BACKEND_VMM_BIG_MAX || !env.big)
         m->bign = 0;
     /* Host memory in big handles too (unmapped in 64 MiB pieces when it
      * moves back); VMEM_VMM_HOST_BIG=0: one handle per host granule. */
@@ -2428,44 +2436,28 @@ static vmem_status_t vmm_open(vmm_backend_t *m, int device)
      * where a run covers an aligned piece of that size: fewer mappings to
      * create and to take down (a pause with discard unmaps each). */
     m->hugen = 0;
-    size_t hugesz = backend_env_mib("VMEM_VMM_HUGE_MIB", VMM_HUGE, 0, 4096);
+    size_t hugesz = env.huge_bytes;
     if (m->bign && hugesz % (m->bign * m->granule) == 0 && hugesz / (m->bign * m->granule) >= 2 &&
         hugesz / (m->bign * m->granule) <= VMM_HUGE_MAX)
         m->hugen = hugesz / m->granule;
-    env = getenv("VMEM_VMM_HOST_BIG");
-    m->host_big = m->bign && !(env && strcmp(env, "0") == 0);
+    m->host_big = m->bign && env.host_big;
     /* Device memory in big handles; VMEM_VMM_DEVICE_BIG=0: one handle per
      * device granule (no splits of live device data on shrink) while host
      * memory keeps its big handles. */
-    env = getenv("VMEM_VMM_DEVICE_BIG");
-    m->dev_big = m->bign && !(env && strcmp(env, "0") == 0);
+    m->dev_big = m->bign && env.device_big;
     if (!m->dev_big)
         m->hugen = 0;
+    m->grow_align = env.grow_align;
     /* Threads creating a split's granule handles (VMEM_VMM_SPLIT_THREADS, at
      * most VMM_SPLIT_THREADS).  Default 1: on an H200 (driver 580) four
      * threads took 209.7 ms against 213.2 ms for one on the 8 GiB scattered
      * shrink (docs/gpu-runs/2026-11-22/vmm-bench-3.log): the driver
      * serialises handle creation, so the threads buy nothing. */
-    env = getenv("VMEM_VMM_SPLIT_THREADS");
-    m->split_threads = env && *env ? atoi(env) : 1;
-    if (m->split_threads < 1)
-        m->split_threads = 1;
-    if (m->split_threads > VMM_SPLIT_THREADS)
-        m->split_threads = VMM_SPLIT_THREADS;
+    m->split_threads = env.split_threads;
     /* Host memory of moves back to the device kept for the next move to
      * host, up to VMEM_VMM_HOST_KEEP bytes (default: all of it; 0: none). */
-    env = getenv("VMEM_VMM_HOST_KEEP");
-    m->keep_max = SIZE_MAX;
-    if (env && *env) {
-        size_t kb = 0;
-        m->keep_max = vmem_parse_size(env, &kb) == VMEM_OK ? kb : SIZE_MAX;
-    }
-    env = getenv("VMEM_VMM_RESERVE_THREADS");
-    m->reserve_threads = env && *env ? atoi(env) : 4;
-    if (m->reserve_threads < 1)
-        m->reserve_threads = 1;
-    if (m->reserve_threads > 16)
-        m->reserve_threads = 16;
+    m->keep_max = env.host_keep;
+    m->reserve_threads = env.reserve_threads; /* VMEM_VMM_RESERVE_THREADS */
     m->batch = m->bign ? m->bign * m->granule : VMM_BIG / m->granule * m->granule;
     if (m->batch == 0)
         m->batch = m->granule;
@@ -2578,7 +2570,7 @@ vmem_status_t backend_vmm_create(int device, backend_t **out)
     m->base.range_size = m->va_size;
     /* Regions end on 64 MiB boundaries where the limit allows, so they are
      * made of whole big handles (not 2 MiB ones at their edges). */
-    m->base.grow_align = m->dev_big && m->bign && backend_grow_align_on() ? m->bign * m->granule : 0;
+    m->base.grow_align = m->dev_big && m->bign && m->grow_align ? m->bign * m->granule : 0;
     backend_set_faults(&m->base, 0, 0, 0);
     *out = &m->base;
     return VMEM_OK;

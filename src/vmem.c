@@ -27,10 +27,12 @@ static vmem_status_t backends_open(const vmem_config_t *cfg, backend_t **dev, ba
     size_t host_cap = cfg->host_limit ? cfg->host_limit : VMEM_DEFAULT_HOST_LIMIT;
     vmem_status_t st;
     if (kind == VMEM_BACKEND_AUTO) {
-        if (backend_cuda_present(cfg->device))
-            kind = backend_vmm_create(cfg->device, dev) == VMEM_OK ? VMEM_BACKEND_VMM
-                                                                    : VMEM_BACKEND_CUDA;
-        else
+        if (backend_cuda_present(cfg->device)) {
+            st = backend_vmm_create(cfg->device, dev);
+            if (st == VMEM_ERR_ENV) /* a bad vmm setting is refused, not worked around */
+                return st;
+            kind = st == VMEM_OK ? VMEM_BACKEND_VMM : VMEM_BACKEND_CUDA;
+        } else
             kind = VMEM_BACKEND_SIM;
         if (kind == VMEM_BACKEND_VMM)
             goto host;

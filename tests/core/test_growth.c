@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
 #include "bfc.h"
@@ -412,32 +413,192 @@ Test(growth, trim_at_peak_keeps_held_near_the_bytes_in_use)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Handle sizes of the vmm backend from the environment (backend_env_mib)  */
+/* Settings of the vmm backend from the environment (backend_vmm_env)      */
 /* ------------------------------------------------------------------------ */
 
+static const char *const vmm_vars[] = {
+    "VMEM_VMM_BIG", "VMEM_VMM_HOST_BIG", "VMEM_VMM_DEVICE_BIG", "VMEM_VMM_GROW_ALIGN",
+    "VMEM_VMM_BIG_MIB", "VMEM_VMM_HUGE_MIB", "VMEM_VMM_SPLIT_THREADS",
+    "VMEM_VMM_RESERVE_THREADS", "VMEM_VMM_HOST_KEEP",
+};
+
+static void vmm_env_unset(void)
+{
+    for (size_t i = 0; i < sizeof vmm_vars / sizeof vmm_vars[0]; i++)
+        unsetenv(vmm_vars[i]);
+}
+
+/* backend_vmm_env with 2 MiB granules; fails the test unless it succeeds. */
+static backend_vmm_env_t vmm_env_ok(const char *name, const char *value)
+{
+    backend_vmm_env_t e;
+    memset(&e, 0xAB, sizeof e);
+    vmem_status_t st = backend_vmm_env(2 * MiB, &e);
+    cr_assert_eq(st, VMEM_OK, "%s=\"%s\" refused", name, value);
+    return e;
+}
+
+/* name=value must make backend_vmm_env (granule bytes) refuse with
+ * VMEM_ERR_ENV, leave *out alone, and log one error naming the variable
+ * and the value.  The variable is unset again after. */
+static void vmm_env_refused(size_t granule, const char *name, const char *value)
+{
+    static log_capture_t cap = LOG_CAPTURE_INIT;
+    capture_reset(&cap);
+    vmem_set_log(capture_log, &cap, VMEM_LOG_WARN);
+    setenv(name, value, 1);
+    backend_vmm_env_t e;
+    memset(&e, 0xAB, sizeof e);
+    vmem_status_t st = backend_vmm_env(granule, &e);
+    unsetenv(name);
+    vmem_set_log(NULL, NULL, VMEM_LOG_WARN);
+    cr_assert_eq(st, VMEM_ERR_ENV, "%s=\"%s\" taken: %s", name, value, vmem_strerror(st));
+    cr_assert_eq(e.split_threads, (int)0xABABABAB, "%s=\"%s\": out written", name, value);
+    cr_assert_eq(capture_lines(&cap), 1, "%s=\"%s\": %u log lines", name, value,
+                 capture_lines(&cap));
+    cr_assert_eq(cap.last_level, VMEM_LOG_ERROR);
+    char want[128];
+    snprintf(want, sizeof want, "invalid %s=\"%s\" (expected ", name, value);
+    cr_assert(strstr(cap.last, want) != NULL, "%s=\"%s\": logged \"%s\"", name, value, cap.last);
+}
+
+/* Unset, every setting has its default.  The four switches are booleans
+ * (1/0, true/false, yes/no, on/off, any case); anything else used to mean
+ * on. */
+Test(growth, vmm_switches_are_booleans)
+{
+    static const char *sw[] = {"VMEM_VMM_BIG", "VMEM_VMM_HOST_BIG", "VMEM_VMM_DEVICE_BIG",
+                               "VMEM_VMM_GROW_ALIGN"};
+    static const char *bad[] = {"", "2", "maybe", "00", "0 ", " 1", "-1", "o", "offf"};
+    static const struct { const char *text; int on; } good[] = {
+        {"0", 0}, {"1", 1}, {"off", 0}, {"OFF", 0}, {"false", 0}, {"no", 0},
+        {"on", 1}, {"True", 1}, {"yes", 1},
+    };
+    vmm_env_unset();
+    backend_vmm_env_t d = vmm_env_ok("(all)", "unset");
+    cr_assert(d.big && d.host_big && d.device_big && d.grow_align);
+    cr_assert_eq(d.big_bytes, 64 * MiB);
+    cr_assert_eq(d.huge_bytes, 512 * MiB);
+    cr_assert_eq(d.split_threads, 1);
+    cr_assert_eq(d.reserve_threads, 4);
+    cr_assert_eq(d.host_keep, SIZE_MAX);
+    int on = 0;
+    cr_assert_eq(backend_grow_align_from_env(&on), VMEM_OK);
+    cr_assert_eq(on, 1);
+    size_t big = 0;
+    cr_assert_eq(backend_big_from_env(2 * MiB, &big), VMEM_OK);
+    cr_assert_eq(big, 64 * MiB);
+    for (size_t v = 0; v < sizeof sw / sizeof sw[0]; v++) {
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            vmm_env_refused(2 * MiB, sw[v], bad[i]);
+        for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+            setenv(sw[v], good[i].text, 1);
+            backend_vmm_env_t e = vmm_env_ok(sw[v], good[i].text);
+            int got[] = {e.big, e.host_big, e.device_big, e.grow_align};
+            for (size_t k = 0; k < sizeof got / sizeof got[0]; k++)
+                cr_assert_eq(got[k], k == v ? good[i].on : 1, "%s=%s: switch %zu is %d", sw[v],
+                             good[i].text, k, got[k]);
+            unsetenv(sw[v]);
+        }
+    }
+}
+
+/* Handle sizes: VMEM_VMM_BIG_MIB a power of two from 4 to 1024 MiB that is
+ * 2 to 256 granules; VMEM_VMM_HUGE_MIB 0, or a power of two up to 4096 MiB
+ * that is 2 to 64 big handles.  Out of range used to mean the default (or,
+ * for a big handle too large for the granule, no big handles). */
 Test(growth, handle_sizes_from_the_environment)
 {
-    unsetenv("VMEM_VMM_BIG_MIB");
-    unsetenv("VMEM_VMM_HUGE_MIB");
-    cr_assert_eq(backend_big_bytes(64 * MiB), 64 * MiB, "unset: the default");
+    vmm_env_unset();
     setenv("VMEM_VMM_BIG_MIB", "128", 1);
-    cr_assert_eq(backend_big_bytes(64 * MiB), 128 * MiB);
-    static const char *bad_big[] = {"100", "2", "2048", "0", "64x", "-64", ""};
-    for (size_t i = 0; i < sizeof bad_big / sizeof bad_big[0]; i++) {
-        setenv("VMEM_VMM_BIG_MIB", bad_big[i], 1);
-        cr_assert_eq(backend_big_bytes(64 * MiB), 64 * MiB, "VMEM_VMM_BIG_MIB=%s", bad_big[i]);
-    }
-    /* Huge handles: 0 turns them off, else a power of two up to 4096. */
+    cr_assert_eq(vmm_env_ok("VMEM_VMM_BIG_MIB", "128").big_bytes, 128 * MiB);
+    setenv("VMEM_VMM_BIG_MIB", "4", 1);
+    cr_assert_eq(vmm_env_ok("VMEM_VMM_BIG_MIB", "4").big_bytes, 4 * MiB);
+    setenv("VMEM_VMM_BIG_MIB", "512", 1);
+    cr_assert_eq(vmm_env_ok("VMEM_VMM_BIG_MIB", "512").big_bytes, 512 * MiB);
+    /* (huge handles left at their default: 512 MiB is one big handle, off
+     * in the backend, not an error) */
+    cr_assert_eq(vmm_env_ok("VMEM_VMM_BIG_MIB", "512").huge_bytes, 512 * MiB);
+    unsetenv("VMEM_VMM_BIG_MIB");
+    static const char *bad_big[] = {"100", "2", "1024", "2048", "0", "64x", "-64", "", " 64",
+                                    "64M", "0x40", "18446744073709551680"};
+    for (size_t i = 0; i < sizeof bad_big / sizeof bad_big[0]; i++)
+        vmm_env_refused(2 * MiB, "VMEM_VMM_BIG_MIB", bad_big[i]);
+    /* the granule bounds the range: 1024 MiB is 256 granules of 4 MiB, 4 MiB
+     * only one */
+    size_t big = 0;
+    setenv("VMEM_VMM_BIG_MIB", "1024", 1);
+    cr_assert_eq(backend_big_from_env(4 * MiB, &big), VMEM_OK);
+    cr_assert_eq(big, GiB);
+    cr_assert_eq(backend_big_from_env(2 * MiB, &big), VMEM_ERR_ENV);
+    unsetenv("VMEM_VMM_BIG_MIB");
+    vmm_env_refused(4 * MiB, "VMEM_VMM_BIG_MIB", "4");
+
     const char *huge = "VMEM_VMM_HUGE_MIB";
-    cr_assert_eq(backend_env_mib(huge, 512 * MiB, 0, 4096), 512 * MiB);
-    setenv(huge, "0", 1);
-    cr_assert_eq(backend_env_mib(huge, 512 * MiB, 0, 4096), 0);
-    setenv(huge, "1024", 1);
-    cr_assert_eq(backend_env_mib(huge, 512 * MiB, 0, 4096), GiB);
-    static const char *bad_huge[] = {"8192", "768", "-512", "big"};
-    for (size_t i = 0; i < sizeof bad_huge / sizeof bad_huge[0]; i++) {
-        setenv(huge, bad_huge[i], 1);
-        cr_assert_eq(backend_env_mib(huge, 512 * MiB, 0, 4096), 512 * MiB, "%s=%s", huge,
-                     bad_huge[i]);
+    static const struct { const char *text; size_t bytes; } good_huge[] = {
+        {"0", 0}, {"00", 0}, {"128", 128 * MiB}, {"0128", 128 * MiB}, {"1024", GiB},
+        {"4096", 4 * GiB},
+    };
+    for (size_t i = 0; i < sizeof good_huge / sizeof good_huge[0]; i++) {
+        setenv(huge, good_huge[i].text, 1);
+        cr_assert_eq(vmm_env_ok(huge, good_huge[i].text).huge_bytes, good_huge[i].bytes);
     }
+    unsetenv(huge);
+    static const char *bad_huge[] = {"8192", "768", "-512", "big", "", "64", "32", "1",
+                                     "512 ", "512M", "0x200"};
+    for (size_t i = 0; i < sizeof bad_huge / sizeof bad_huge[0]; i++)
+        vmm_env_refused(2 * MiB, huge, bad_huge[i]);
+    /* the range follows the big handles: with 32 MiB ones, 64 to 2048 MiB */
+    setenv("VMEM_VMM_BIG_MIB", "32", 1);
+    setenv(huge, "64", 1);
+    cr_assert_eq(vmm_env_ok(huge, "64").huge_bytes, 64 * MiB);
+    unsetenv(huge);
+    vmm_env_refused(2 * MiB, huge, "4096");
+    unsetenv("VMEM_VMM_BIG_MIB");
+}
+
+/* Thread counts: 1 to 4 (split), 1 to 16 (reserve); outside used to be
+ * clamped, junk to read as its leading digits. */
+Test(growth, vmm_thread_counts_in_range)
+{
+    static const struct { const char *name; int max; } t[] = {
+        {"VMEM_VMM_SPLIT_THREADS", 4}, {"VMEM_VMM_RESERVE_THREADS", 16},
+    };
+    static const char *bad[] = {"0", "", "x", "2x", "-1", " 2", "2 ", "+2", "1.5",
+                                "99999999999999999999"};
+    vmm_env_unset();
+    for (size_t v = 0; v < sizeof t / sizeof t[0]; v++) {
+        for (int n = 1; n <= t[v].max; n++) {
+            char text[16];
+            snprintf(text, sizeof text, "%d", n);
+            setenv(t[v].name, text, 1);
+            backend_vmm_env_t e = vmm_env_ok(t[v].name, text);
+            cr_assert_eq(v == 0 ? e.split_threads : e.reserve_threads, n);
+        }
+        unsetenv(t[v].name);
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            vmm_env_refused(2 * MiB, t[v].name, bad[i]);
+        char over[16];
+        snprintf(over, sizeof over, "%d", t[v].max + 1);
+        vmm_env_refused(2 * MiB, t[v].name, over);
+    }
+}
+
+/* VMEM_VMM_HOST_KEEP: a size, or all; a bad size used to mean all. */
+Test(growth, vmm_host_keep_is_a_size)
+{
+    static const struct { const char *text; size_t bytes; } good[] = {
+        {"0", 0}, {"4G", 4 * GiB}, {"64M", 64 * MiB}, {"1048576", MiB}, {"all", SIZE_MAX},
+        {"ALL", SIZE_MAX},
+    };
+    static const char *bad[] = {"", "lots", "-1", "1.5G", "4Q", "4G4", "everything",
+                                "99999999999999999999"};
+    vmm_env_unset();
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        setenv("VMEM_VMM_HOST_KEEP", good[i].text, 1);
+        cr_assert_eq(vmm_env_ok("VMEM_VMM_HOST_KEEP", good[i].text).host_keep, good[i].bytes);
+    }
+    unsetenv("VMEM_VMM_HOST_KEEP");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        vmm_env_refused(2 * MiB, "VMEM_VMM_HOST_KEEP", bad[i]);
 }

@@ -112,6 +112,57 @@ Test(remap, a_bad_setting_is_refused)
     expect_env_refused("VMEM_REMAP", "sometimes", VMEM_BACKEND_SIM_VMM);
 }
 
+/* sim-vmm's growth alignment: what one 100 MiB allocation makes the device
+ * arena hold (100 MiB lack a big handle or more, so an aligned growth ends on
+ * a big-handle boundary). */
+static size_t held_for_100m(void)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, GiB, 0, 64 * MiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    void *p = vmem_alloc(v, 100 * MiB);
+    cr_assert_not_null(p);
+    size_t held = stats_of(v).device_held;
+    vmem_free(v, p);
+    vmem_destroy(v);
+    return held;
+}
+
+/* VMEM_VMM_GROW_ALIGN (a boolean) and VMEM_VMM_BIG_MIB (a power of two of
+ * 2 to 256 granules: 4 to 512 MiB) on sim-vmm: anything else fails the
+ * creation instead of meaning on, or the default. */
+Test(remap, bad_growth_alignment_settings_are_refused)
+{
+    static const char *bad_align[] = {"", "2", "maybe", "00", "0 ", "offf"};
+    static const char *bad_big[] = {"", "2", "100", "1024", "2048", "0", "64x", "-64", " 64",
+                                    "64M"};
+    env_unset_all();
+    unsetenv("VMEM_VMM_GROW_ALIGN");
+    unsetenv("VMEM_VMM_BIG_MIB");
+    for (size_t i = 0; i < sizeof bad_align / sizeof bad_align[0]; i++)
+        expect_env_refused("VMEM_VMM_GROW_ALIGN", bad_align[i], VMEM_BACKEND_SIM_VMM);
+    for (size_t i = 0; i < sizeof bad_big / sizeof bad_big[0]; i++)
+        expect_env_refused("VMEM_VMM_BIG_MIB", bad_big[i], VMEM_BACKEND_SIM_VMM);
+    /* read even with the alignment off */
+    setenv("VMEM_VMM_GROW_ALIGN", "0", 1);
+    expect_env_refused("VMEM_VMM_BIG_MIB", "100", VMEM_BACKEND_SIM_VMM);
+    unsetenv("VMEM_VMM_GROW_ALIGN");
+    /* valid values: the default aligns to 64 MiB, a boolean off does not */
+    cr_assert_eq(held_for_100m(), 128 * MiB);
+    static const char *off[] = {"0", "off", "FALSE", "no"};
+    for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+        setenv("VMEM_VMM_GROW_ALIGN", off[i], 1);
+        cr_assert_eq(held_for_100m(), 100 * MiB, "VMEM_VMM_GROW_ALIGN=%s", off[i]);
+    }
+    setenv("VMEM_VMM_GROW_ALIGN", "on", 1);
+    cr_assert_eq(held_for_100m(), 128 * MiB);
+    setenv("VMEM_VMM_BIG_MIB", "16", 1);
+    cr_assert_eq(held_for_100m(), 112 * MiB);
+    setenv("VMEM_VMM_BIG_MIB", "512", 1); /* lacking less than one: no rounding */
+    cr_assert_eq(held_for_100m(), 100 * MiB);
+    unsetenv("VMEM_VMM_GROW_ALIGN");
+    unsetenv("VMEM_VMM_BIG_MIB");
+}
+
 Test(remap, not_while_two_streams_allocate)
 {
     vmem_t *v = cut_instance(16 * MiB);
@@ -206,12 +257,13 @@ Test(remap, random_work_under_a_limit_keeps_every_block)
  * 8 MiB hole cuts big handles, and no whole handle in it can move to the
  * tail by a multiple of its size; the arena gives memory back instead
  * (splitting the handles), as on a GPU.  Without big handles the hole
- * moves to the tail and nothing is given back. */
-static void big_case(int big)
+ * moves to the tail and nothing is given back.  sim_big: the value of
+ * VMEM_SIM_BIG (NULL: unset); big: whether it makes big handles. */
+static void big_case_with(const char *sim_big, int big)
 {
     env_unset_all();
-    if (big)
-        setenv("VMEM_SIM_BIG", "8M", 1);
+    if (sim_big)
+        setenv("VMEM_SIM_BIG", sim_big, 1);
     vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 32 * MiB, 0, 64 * MiB, NULL);
     vmem_t *v = create_or_die(&cfg);
     unsetenv("VMEM_SIM_BIG");
@@ -256,9 +308,31 @@ static void big_case(int big)
     vmem_destroy(v);
 }
 
+/* Big handles of 8 MiB (four granules), or unset: granules only. */
+static void big_case(int big) { big_case_with(big ? "8M" : NULL, big); }
+
 Test(remap, simulated_big_handles_cut_by_a_hole_do_not_move) { big_case(1); }
 
 Test(remap, without_big_handles_the_same_hole_moves) { big_case(0); }
+
+/* VMEM_SIM_BIG: 0 or a power of two above 2 MiB; anything else fails the
+ * creation (it used to mean granules only). */
+Test(remap, a_bad_simulated_big_handle_size_is_refused)
+{
+    static const char *bad[] = {"", "x", "2M", "1M", "6M", "3M", "8M junk", "-8M", "8.5M",
+                                "0x800000", "99999999999999999999"};
+    env_unset_all();
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_env_refused("VMEM_SIM_BIG", bad[i], VMEM_BACKEND_SIM_VMM);
+    /* valid values create, and 0 is granules only: the hole moves */
+    static const char *good[] = {"4M", "8M", "64M", "1G", "1048576K", " 16M "};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        setenv("VMEM_SIM_BIG", good[i], 1);
+        vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 16 * MiB, 0, 64 * MiB, NULL);
+        vmem_destroy(create_or_die(&cfg));
+    }
+    big_case_with("0", 0);
+}
 
 /* Whole big handles move, by a multiple of their size only: random work
  * under a limit with every block's data checked, big handles on. */
