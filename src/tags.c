@@ -152,6 +152,38 @@ static size_t tags_release_all(vmem_t *v, bfc_arena_t *own)
     return n;
 }
 
+/* The main arena's blocks that wait for other streams' work (deferred.h:
+ * freed after vmem_record_stream) hold device memory under the shared limit
+ * that no arena can use.  For an allocation in `a` that found no room even
+ * after tags_release_all: they go back to their arena, oldest first, the CPU
+ * waiting for their fences (vmem_deferred_reclaim_cpu), as many at a time as
+ * could cover what the limit lacks for the request; then the main arena
+ * gives its free memory back to the backend and `a` tries again (it can now
+ * grow into that memory).  Nothing while a graph is captured or while the
+ * main arena's shrink is pending (it gives nothing back then).  The block,
+ * or NULL once no block waits. */
+static void *tags_reclaim_deferred(vmem_t *v, bfc_arena_t *a, size_t size, uintptr_t key)
+{
+    size_t g = a->granule, need = (bfc_round(size) + g - 1) / g * g;
+    void *p = NULL;
+    while (!p && a->last_fail != BFC_FAIL_SIZE && !v->dev.pending &&
+           deferred_waiting(&v->deferred) && !backend_capturing()) {
+        size_t all = v->dev.held + tags_held(v), room = a->limit > all ? a->limit - all : 0;
+        size_t want = need > room ? need - room : 1, got = 0, dev;
+        int any = 0;
+        while (got < want && vmem_deferred_reclaim_cpu(v, &dev)) {
+            got += dev;
+            any = 1;
+        }
+        if (!any)
+            break;
+        bfc_release(&v->dev, 0);
+        tags_sync(v);
+        p = bfc_alloc(a, size, key);
+    }
+    return p;
+}
+
 static void *tag_alloc_locked(vmem_t *v, tag_arena_t *t, size_t size, uintptr_t key,
                               vmem_status_t *st)
 {
@@ -167,6 +199,8 @@ static void *tag_alloc_locked(vmem_t *v, tag_arena_t *t, size_t size, uintptr_t 
             p = bfc_alloc(a, size, key);
         if (!p && tags_release_all(v, a) > 0)
             p = bfc_alloc(a, size, key);
+        if (!p)
+            p = tags_reclaim_deferred(v, a, size, key);
         if (!p && a->last_fail == BFC_FAIL_BACKEND && bfc_release_host(a) > 0)
             p = bfc_alloc(a, size, key);
     }

@@ -355,6 +355,25 @@ static int deferred_reclaim(vmem_t *v, void *stream)
     return 1;
 }
 
+/* For a tagged allocation that found no room under the shared limit
+ * (tags.c): the oldest waiting block goes back to its arena, the CPU waiting
+ * for its fences.  Not a stream wait: the memory is of use to the tag only
+ * once the main arena gives it back to the backend, which must not unmap
+ * what other streams' work still reads.  Nothing while the thread captures a
+ * CUDA graph.  1 if a block went back; *dev gets its bytes on device memory. */
+int vmem_deferred_reclaim_cpu(vmem_t *v, size_t *dev)
+{
+    *dev = 0;
+    if (!deferred_waiting(&v->deferred) || backend_capturing())
+        return 0;
+    defer_entry_t e;
+    if (!deferred_pop(&v->deferred, DEFER_CPU, NULL, &e))
+        return 0;
+    deferred_give(v, &e);
+    *dev = e.dev;
+    return 1;
+}
+
 vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)
 {
     if (!v || !ptr)

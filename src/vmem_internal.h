@@ -174,12 +174,18 @@ extern int control_force_poll;
 vmem_status_t backend_cuda_pci_bus_id(int device, char *buf, size_t len);
 
 /* vmem.c, for tags.c: a stream's key for an allocation / a free (see
- * bfc_chunk_t.stream), the streams' settling, the host room left. */
+ * bfc_chunk_t.stream), the streams' settling, the host room left, the
+ * reclaim of deferred frees. */
 uintptr_t vmem_stream_alloc_key(vmem_t *v, void *stream);
 void vmem_set_last_status(vmem_status_t st); /* what vmem_last_status returns */
 uintptr_t vmem_stream_free_key(vmem_t *v, void *stream);
 int vmem_streams_settle(vmem_t *v);
 size_t vmem_host_room(const vmem_t *v);
+/* Deferred frees (deferred.h) for a tagged allocation without room: the
+ * oldest block of the device or host arena waiting for other streams' work
+ * goes back to its arena after the CPU waits for that work (nothing while a
+ * graph is captured).  1 if one went back; *dev: its bytes on device memory. */
+int vmem_deferred_reclaim_cpu(vmem_t *v, size_t *dev);
 
 /* swap.c: the moves the planner's swap windows want before the allocation
  * just decided (place_decide_step).  Called with v->lock. */

@@ -187,6 +187,222 @@ Test(deferred, bad_arguments)
     vmem_destroy(v);
 }
 
+/* Tagged allocations (docs/tags.md) and the main arena's waiting blocks.
+ * Four 4 MiB blocks of the main (untagged) arena fill a 16 MiB limit, which
+ * the tags share; two of them are recorded on a copy stream and freed, so
+ * they wait, held by the main arena.  A tag's arena can grow only into
+ * memory the main arena gives back to the backend: on sim-vmm any whole free
+ * granule (the second and third blocks wait), on sim only a whole empty
+ * region (the main arena's regions there are 4, 4 and 8 MiB: the third and
+ * fourth blocks, which share the 8 MiB one, wait). */
+#define TAG 5
+
+typedef struct main_blocks {
+    void *p[4];
+    int waits[4]; /* 1: recorded and freed */
+} main_blocks_t;
+
+static vmem_t *tag_instance(vmem_backend_kind_t kind, int fallback)
+{
+    env_unset_all();
+    vmem_config_t cfg = sim_config(kind, 16 * MiB, 0, 256 * MiB, NULL);
+    cfg.host_fallback = fallback;
+    return create_or_die(&cfg);
+}
+
+static void fill_and_defer(vmem_t *v, vmem_backend_kind_t kind, main_blocks_t *m)
+{
+    int first = kind == VMEM_BACKEND_SIM ? 2 : 1;
+    for (int i = 0; i < 4; i++) {
+        m->p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(m->p[i]);
+        cr_assert_eq(location_of(v, m->p[i]), VMEM_LOC_DEVICE);
+        pattern_fill(m->p[i], 4 * MiB, (uint64_t)i + 1);
+        m->waits[i] = i == first || i == first + 1;
+    }
+    for (int i = 0; i < 4; i++)
+        if (m->waits[i]) {
+            cr_assert_eq(vmem_record_stream(v, m->p[i], COPY_STREAM), VMEM_OK);
+            cr_assert_eq(vmem_free(v, m->p[i]), VMEM_OK);
+        }
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 8 * MiB);
+    cr_assert_eq(stats_of(v).device_held, 16 * MiB, "the waiting blocks are held");
+}
+
+/* The live main blocks keep their data and the device stays within the
+ * limit. */
+static void main_blocks_intact(vmem_t *v, const main_blocks_t *m)
+{
+    for (int i = 0; i < 4; i++)
+        if (!m->waits[i])
+            cr_assert(pattern_ok(m->p[i], 4 * MiB, (uint64_t)i + 1), "block %d lost its data", i);
+    cr_assert_leq(stats_of(v).device_held, 16 * MiB, "the device holds more than the limit");
+}
+
+static void main_blocks_free(vmem_t *v, const main_blocks_t *m)
+{
+    for (int i = 0; i < 4; i++)
+        if (!m->waits[i])
+            cr_assert_eq(vmem_free(v, m->p[i]), VMEM_OK);
+}
+
+static vmem_tag_stats_t tag_stats(vmem_t *v, unsigned tag)
+{
+    vmem_tag_stats_t s;
+    memset(&s, 0, sizeof s);
+    s.size = sizeof s;
+    cr_assert_eq(vmem_get_tag_stats(v, tag, &s), VMEM_OK);
+    return s;
+}
+
+/* Only the waiting blocks can make room: a tagged allocation gives them back
+ * to the main arena (oldest first, the CPU waiting for their fences), which
+ * gives the memory to the backend, and the tag grows into it, on the
+ * device.  On sim-vmm the oldest alone makes room for 4 MiB (the newer one
+ * keeps waiting); on sim it shares its region with the newer one, so both go
+ * back. */
+static void tagged_reclaim(vmem_backend_kind_t kind)
+{
+    vmem_t *v = tag_instance(kind, 1);
+    main_blocks_t m;
+    fill_and_defer(v, kind, &m);
+    unsigned long long first_waits = kind == VMEM_BACKEND_SIM ? 2 : 1;
+    void *t1 = vmem_alloc_tagged(v, 4 * MiB, TAG);
+    cr_assert_not_null(t1);
+    cr_assert_eq(location_of(v, t1), VMEM_LOC_DEVICE, "the tagged allocation went to host");
+    cr_assert_eq(stats_of(v).host_in_use, 0);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), first_waits);
+    cr_assert_eq(json_u64(v, "deferredStreamWaits"), 0);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 8 * MiB - first_waits * 4 * MiB);
+    pattern_fill(t1, 4 * MiB, 11);
+    main_blocks_intact(v, &m);
+    CHECK_VMEM(v, "a tagged allocation's reclaim");
+    void *t2 = vmem_alloc_tagged(v, 4 * MiB, TAG);
+    cr_assert_not_null(t2);
+    cr_assert_eq(location_of(v, t2), VMEM_LOC_DEVICE, "the tagged allocation went to host");
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 2);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 0);
+    pattern_fill(t2, 4 * MiB, 12);
+    vmem_tag_stats_t ts = tag_stats(v, TAG);
+    cr_assert_eq(ts.device_held, 8 * MiB);
+    cr_assert_eq(ts.host_held, 0);
+    vmem_stats_t s = stats_of(v);
+    cr_assert_eq(s.spills, 0);
+    cr_assert_eq(s.device_in_use, 16 * MiB, "two main and two tagged blocks");
+    main_blocks_intact(v, &m);
+    cr_assert(pattern_ok(t1, 4 * MiB, 11));
+    cr_assert(pattern_ok(t2, 4 * MiB, 12));
+    CHECK_VMEM(v, "a second tagged allocation's reclaim");
+    cr_assert_eq(vmem_free(v, t1), VMEM_OK);
+    cr_assert_eq(vmem_free(v, t2), VMEM_OK);
+    main_blocks_free(v, &m);
+    CHECK_VMEM(v, "the frees");
+    vmem_destroy(v);
+}
+
+Test(deferred, a_tagged_allocation_reclaims_the_main_arenas_waiting_blocks_sim_vmm)
+{
+    tagged_reclaim(VMEM_BACKEND_SIM_VMM);
+}
+Test(deferred, a_tagged_allocation_reclaims_the_main_arenas_waiting_blocks_sim)
+{
+    tagged_reclaim(VMEM_BACKEND_SIM);
+}
+
+/* Even with every waiting block back there is no room for 12 MiB: the tag
+ * spills to host (fallback on) or fails (off), after giving back every
+ * waiting block; nothing is lost, and the room they made serves the next
+ * tagged allocation on the device. */
+static void tagged_reclaim_not_enough(vmem_backend_kind_t kind, int fallback)
+{
+    vmem_t *v = tag_instance(kind, fallback);
+    main_blocks_t m;
+    fill_and_defer(v, kind, &m);
+    void *t = vmem_alloc_tagged(v, 12 * MiB, TAG);
+    if (fallback) {
+        cr_assert_not_null(t, "no spill: %s", vmem_strerror(vmem_last_status()));
+        cr_assert_eq(location_of(v, t), VMEM_LOC_HOST);
+        cr_assert_eq(stats_of(v).spills, 1);
+        pattern_fill(t, 12 * MiB, 21);
+    } else {
+        cr_assert_null(t);
+        cr_assert_eq(vmem_last_status(), VMEM_ERR_NOMEM);
+        cr_assert_eq(stats_of(v).failures, 1);
+    }
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 0, "blocks still wait");
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 2);
+    cr_assert_eq(tag_stats(v, TAG).device_held, 0, "the tag holds device memory for nothing");
+    main_blocks_intact(v, &m);
+    CHECK_VMEM(v, "a tagged allocation that did not fit");
+    void *u = vmem_alloc_tagged(v, 8 * MiB, TAG);
+    cr_assert_not_null(u);
+    cr_assert_eq(location_of(v, u), VMEM_LOC_DEVICE);
+    pattern_fill(u, 8 * MiB, 22);
+    main_blocks_intact(v, &m);
+    if (t)
+        cr_assert(pattern_ok(t, 12 * MiB, 21));
+    cr_assert(pattern_ok(u, 8 * MiB, 22));
+    CHECK_VMEM(v, "the next tagged allocation");
+    if (t)
+        cr_assert_eq(vmem_free(v, t), VMEM_OK);
+    cr_assert_eq(vmem_free(v, u), VMEM_OK);
+    main_blocks_free(v, &m);
+    CHECK_VMEM(v, "the frees");
+    vmem_destroy(v);
+}
+
+Test(deferred, a_tagged_allocation_that_reclaiming_cannot_fit_spills_sim_vmm)
+{
+    tagged_reclaim_not_enough(VMEM_BACKEND_SIM_VMM, 1);
+}
+Test(deferred, a_tagged_allocation_that_reclaiming_cannot_fit_spills_sim)
+{
+    tagged_reclaim_not_enough(VMEM_BACKEND_SIM, 1);
+}
+Test(deferred, a_tagged_allocation_that_reclaiming_cannot_fit_fails_sim_vmm)
+{
+    tagged_reclaim_not_enough(VMEM_BACKEND_SIM_VMM, 0);
+}
+
+/* Two streams allocate and free (stream keys on the main arena's chunks);
+ * the thread's tag routes an allocation on one of them: the waiting blocks
+ * still go back (the CPU waits, as always for a tag) and the tag lands on
+ * the device. */
+Test(deferred, a_tagged_allocation_reclaims_with_two_streams_sim_vmm)
+{
+    vmem_t *v = tag_instance(VMEM_BACKEND_SIM_VMM, 1);
+    void *s1 = (void *)0x101, *s2 = (void *)0x202;
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        cr_assert_not_null(p[i] = vmem_alloc_stream(v, 4 * MiB, i % 2 ? s2 : s1));
+        pattern_fill(p[i], 4 * MiB, (uint64_t)i + 1);
+    }
+    cr_assert_eq(vmem_record_stream(v, p[1], COPY_STREAM), VMEM_OK);
+    cr_assert_eq(vmem_record_stream(v, p[2], COPY_STREAM), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, p[1], s2), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, p[2], s1), VMEM_OK);
+    unsigned prev;
+    cr_assert_eq(vmem_set_tag(v, TAG, &prev), VMEM_OK);
+    void *t = vmem_alloc_stream(v, 8 * MiB, s2);
+    cr_assert_eq(vmem_set_tag(v, prev, NULL), VMEM_OK);
+    cr_assert_not_null(t);
+    cr_assert_eq(location_of(v, t), VMEM_LOC_DEVICE, "the tagged allocation went to host");
+    cr_assert_eq(tag_stats(v, TAG).device_held, 8 * MiB);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 0);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 2);
+    cr_assert_eq(json_u64(v, "deferredStreamWaits"), 0);
+    pattern_fill(t, 8 * MiB, 31);
+    cr_assert(pattern_ok(p[0], 4 * MiB, 1));
+    cr_assert(pattern_ok(p[3], 4 * MiB, 4));
+    CHECK_VMEM(v, "a tagged allocation's reclaim with two streams");
+    cr_assert(pattern_ok(t, 8 * MiB, 31));
+    cr_assert_eq(vmem_free_stream(v, t, s2), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, p[0], s1), VMEM_OK);
+    cr_assert_eq(vmem_free_stream(v, p[3], s2), VMEM_OK);
+    CHECK_VMEM(v, "the frees");
+    vmem_destroy(v);
+}
+
 /* Random work under a limit: every live block keeps its pattern, and the
  * bytes in use are the live blocks' whatever waits. */
 Test(deferred, random_work_under_a_limit)
