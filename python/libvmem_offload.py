@@ -229,6 +229,30 @@ class Choice:
         return self.value
 
 
+SKEW_MIN = 1.5  # spread_auto: spread when the first tensors are this much above average
+
+
+def front_skew(sizes, budget):
+    """How much larger than the pass's average candidate the first
+    candidates are that fill `budget` (the bytes the default way, the first
+    tensors, offloads): (budget / total bytes) / (those candidates / all
+    candidates).  1 where sizes are even over the pass; 2 where the first
+    tensors are twice the average (a convolutional network's first layers);
+    below 1 where the largest come last (a language model's logits).  0
+    where there is nothing to choose: no candidates, no budget, or a budget
+    that takes them all.  sizes: the eligible candidates' bytes in the
+    order the pass saved them."""
+    total = sum(sizes)
+    if budget <= 0 or not sizes or budget >= total:
+        return 0.0
+    acc = 0
+    for k, n in enumerate(sizes, 1):
+        acc += n
+        if acc >= budget:
+            break
+    return (budget / total) / (k / len(sizes))
+
+
 class HostPool:
     """Pinned host buffers kept from step to step, by size: a step repeats
     its saved tensors' sizes, and pinning new memory in the forward pass costs
@@ -470,6 +494,29 @@ class _FastCuda:
         waiter.wait_event(ev)
 
 
+def dense(shape, stride):
+    """Whether a tensor of this shape and stride covers a block of
+    prod(shape) elements without a gap or an overlap, its dimensions in any
+    order: contiguous, channels_last (a convolutional network trained in
+    that format saves such tensors) or any other permutation."""
+    expect = 1
+    for st, sz in sorted((st, sz) for sz, st in zip(shape, stride) if sz != 1):
+        if st != expect:
+            return False
+        expect *= sz
+    return True
+
+
+def _host_view(buf, t):
+    """The pinned uint8 buffer buf seen with t's dtype, shape and strides:
+    a copy between the two is then one plain copy of the block, whatever
+    t's order of dimensions (dense(t.shape, t.stride()))."""
+    typed = buf.view(t.dtype)
+    if t.is_contiguous():
+        return typed.view(t.shape)
+    return typed.as_strided(t.shape, t.stride())
+
+
 class _Record:
     """One offloaded saved tensor.  slot: [pinned uint8 buffer, event of the
     last copy back from it or None], back to the HostPool when the record
@@ -482,7 +529,7 @@ class _Record:
         self.index = index
         self.cand = cand  # the step's candidate number (Offload.skip)
         self.slot = slot
-        self.host = slot[0].view(t.dtype).view(t.shape)
+        self.host = _host_view(slot[0], t)
         self.out_done = out_done
         self.dev = None
         self.in_done = None
@@ -585,6 +632,20 @@ class Offload:
         # docs/placement.md, "Choosing the tensors by measuring"
         self.spread = False
         self.choice = None
+        # spread_auto: spread is set at each step end from the last step's
+        # candidates (front_skew of its largest pass, under the next
+        # budget): on where the first tensors that fill the budget are
+        # skew_min (SKEW_MIN) times the pass's average candidate or more, so that the
+        # default way would offload only the first layers, whose copies back
+        # crowd into the end of the backward pass; off otherwise.  Ignored
+        # while a Choice measures (choice set).
+        self.spread_auto = False
+        self.skew_min = SKEW_MIN
+        # tensors dense in another order of dimensions than contiguous
+        # (channels_last) are candidates too (_eligible); False: contiguous
+        # ones only, the way before (a switch for A/B runs)
+        self.dense_ok = True
+        self.skew = 0.0       # front_skew behind the last decision
         self._t_end = None  # when the last step ended (perf_counter)
         # pacing on the device (_pack): past window_out the compute stream,
         # not the CPU, waits for the oldest copy out, and the CPU goes on
@@ -635,6 +696,7 @@ class Offload:
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
                        "late_fetch_bytes": 0, "late_no_room_bytes": 0, "reclaimed_bytes": 0,
                        "skipped_bytes": 0, "early_bytes": 0, "sm_copied_bytes": 0,
+                       "strided_bytes": 0,
                        "waits_out": 0, "waits_out_gpu": 0, "deduped": 0, "steps_active": 0,
                        "pack_seconds": 0.0, "unpack_seconds": 0.0, "wait_seconds": 0.0}
         self.last_step = {}
@@ -668,6 +730,8 @@ class Offload:
         self.pass_offloaded = 0
         self.pass_offloadable = 0
         self.max_pass_offloadable = 0
+        self.pass_sizes = []      # this pass's eligible candidates' bytes, in order
+        self.max_pass_sizes = []  # those of the pass with the most eligible bytes
         self.step_prefetched = 0
         self.step_late = 0
         self.step_late_no_room = 0  # of step_late: no room under the limit for it ahead
@@ -749,6 +813,11 @@ class Offload:
                     self.budget.bytes != before or new_pinned > 0, self.step_offloaded > 0)
                 self.last_step["spread"] = self.spread
                 self.last_step["choice"] = self.choice.decided
+            elif self.spread_auto:
+                self.skew = front_skew(self.max_pass_sizes, self.budget.bytes)
+                self.spread = self.skew >= self.skew_min
+                self.last_step["spread"] = self.spread
+            self.last_step["skew"] = self.skew
             self._t_end = now
             self.last_offloadable = self.max_pass_offloadable
             self.last_demand = dmax + hmax
@@ -809,7 +878,9 @@ class Offload:
         if (t.is_leaf and t.requires_grad) or isinstance(t, self._param_type):
             return 0
         n = t.numel() * t.element_size()
-        if n < self.min_bytes or not t.is_contiguous() or t.storage_offset() != 0:
+        if n < self.min_bytes or t.storage_offset() != 0:
+            return 0
+        if not t.is_contiguous() and not (self.dense_ok and dense(t.shape, t.stride())):
             return 0
         if t.untyped_storage().nbytes() != n:  # a view of a larger storage frees nothing
             return 0
@@ -888,6 +959,7 @@ class Offload:
                 # its records are fetched ahead from its last one down
                 self.in_backward = False
                 self.pass_offloaded = self.pass_offloadable = 0
+                self.pass_sizes = []
                 self.fetch_next = None
             # a candidate's number counts each tensor once however often it
             # is saved (the skips are by number: one shift would move them all)
@@ -901,7 +973,10 @@ class Offload:
             else:
                 self.step_offloadable += n
                 self.pass_offloadable += n
-                self.max_pass_offloadable = max(self.max_pass_offloadable, self.pass_offloadable)
+                self.pass_sizes.append(n)
+                if self.pass_offloadable > self.max_pass_offloadable:
+                    self.max_pass_offloadable = self.pass_offloadable
+                    self.max_pass_sizes = self.pass_sizes
             # spread: the pass's budget is a fraction of what the last
             # step's largest pass could offload; offload a candidate only
             # while the bytes offloaded so far stay within that fraction of
@@ -927,14 +1002,14 @@ class Offload:
                     ref.record(compute)
             fc.wait(out, compute)
             with fc.on(out):
-                # (t is contiguous: _eligible)
+                # (t is dense, its storage exactly its bytes: _eligible)
                 if self.sm_copy and self.copy_out is not None and \
                         self.copy_out(t.device.index or 0, slot[0].data_ptr(), t.data_ptr(), n,
                                       out.cuda_stream):
                     self.totals["sm_copied_bytes"] += n
                 else:
                     self.sm_copy = False  # off, or refused (no such device support)
-                    host = slot[0].view(t.dtype).view(t.shape)
+                    host = _host_view(slot[0], t)
                     host.copy_(t, non_blocking=True)
                 done = torch.cuda.Event(enable_timing=True) if timed else torch.cuda.Event()
                 done.record(out)
@@ -955,6 +1030,8 @@ class Offload:
             self.pass_offloaded += n
             self.totals["offloaded_bytes"] += n
             self.totals["offloaded_tensors"] += 1
+            if not t.is_contiguous():  # dense in another order (channels_last ...)
+                self.totals["strided_bytes"] += n
             # pacing: past window_out bytes of copies in flight the forward
             # pass waits for the oldest, so the link keeps up with it.  (Not
             # pacing while the device had room, letting the copies queue

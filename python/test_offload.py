@@ -87,6 +87,7 @@ class FakeTorch:
                 self._version = 0
                 self.contig = True
                 self.offset = 0
+                self.strides = None  # None: contiguous
 
             is_cuda = property(lambda self: self.device.type == "cuda")
 
@@ -109,7 +110,20 @@ class FakeTorch:
                 return self.storage.ptr
 
             def stride(self):
-                return (1,) * len(self.shape)
+                if self.strides is not None:
+                    return self.strides
+                out, acc = [], 1
+                for d in reversed(self.shape):
+                    out.append(acc)
+                    acc *= d
+                return tuple(reversed(out))
+
+            def as_strided(self, shape, stride):
+                t = Tensor(shape, self.dtype, self.device, self.storage)
+                t.strides = tuple(stride)
+                t.contig = t.strides == Tensor(shape, self.dtype, self.device,
+                                               self.storage).stride()
+                return t
 
             def __getitem__(self, sl):  # a 1-d uint8 slice: a view at an offset
                 t = Tensor((sl.stop - sl.start,), self.dtype, self.device,
@@ -223,7 +237,8 @@ class FakeTorch:
         return self.Tensor((n,), dtype, Device("cpu"))
 
     def empty_strided(self, shape, stride, dtype=None, device=None):
-        return self.Tensor(shape, dtype, device)
+        t = self.Tensor(shape, dtype, device)
+        return t.as_strided(shape, stride)
 
     def cuda_tensor(self, nbytes, fill=None, **kw):
         t = self.Tensor((nbytes // 4,), self.float32, Device("cuda", 0), **kw)
@@ -390,8 +405,8 @@ class HooksTest(unittest.TestCase):
         torch, o, _ = make(GiB)
         param = torch.cuda_tensor(4 * MiB, 1.0, leaf=True, grad=True)
         small = torch.cuda_tensor(256 * 1024, 1.0)
-        strided = torch.cuda_tensor(4 * MiB, 1.0)
-        strided.contig = False
+        # overlapping (its two rows are one): not dense, though its storage is its size
+        strided = torch.cuda_tensor(4 * MiB, 1.0).as_strided((2, MiB // 2), (1, 1))
         big = torch.cuda_tensor(8 * MiB, 1.0)
         part = big.view((MiB // 4,))  # a view of a larger storage
         frozen = torch.cuda_tensor(4 * MiB, 1.0, leaf=True)
@@ -402,6 +417,27 @@ class HooksTest(unittest.TestCase):
         t = torch.cuda_tensor(4 * MiB, 1.0)
         self.assertIs(o.pack(t), t)
         self.assertEqual(o.totals["offloaded_tensors"], 0)
+
+    def test_dense_tensors_in_another_order_are_offloaded_with_their_strides(self):
+        torch, o, _ = make(GiB)
+        # N, C, H, W = 8, 64, 32, 16 in channels_last: 1 MiB of float32, dense, not contiguous
+        shape, stride = (8, 64, 32, 16), (64 * 32 * 16, 1, 16 * 64, 64)
+        self.assertTrue(off.dense(shape, stride))
+        self.assertFalse(off.dense(shape, (64 * 32 * 16, 1, 16 * 64, 32)))  # a gap
+        self.assertFalse(off.dense((2, 4), (1, 1)))  # overlapping
+        self.assertTrue(off.dense((1, 4, 1), (99, 1, 7)))  # sizes of 1 carry any stride
+        t = torch.cuda_tensor(MiB, 3.0).as_strided(shape, stride)
+        self.assertFalse(t.is_contiguous())
+        p = o.pack(t)
+        self.assertIsInstance(p, off._Record)
+        self.assertEqual(p.host.stride(), stride)  # one plain copy: the same layout on host
+        self.assertEqual(torch.log, [("d2h", MiB)])
+        self.assertEqual(o.totals["strided_bytes"], MiB)
+        o._drain(block=True)
+        back = o.unpack(p)
+        self.assertEqual(back.stride(), stride)
+        self.assertEqual(back.shape, shape)
+        self.assertEqual(back.values()[:8], t.values()[:8])
 
     def test_budget_stops_the_offload(self):
         torch, o, _ = make(8 * MiB)
@@ -1214,6 +1250,66 @@ class ChoiceTest(unittest.TestCase):
         o.spread = False
         o.step_end(lambda dev: (64 * GiB, 63 * GiB, 0))
         self.assertFalse(o.spread)
+
+
+class SpreadAutoTest(unittest.TestCase):
+    """spread_auto: the way is set at each step end from the front skew of
+    the last step's candidates under the next budget."""
+
+    def test_front_skew(self):
+        self.assertAlmostEqual(off.front_skew([4] * 12, 20), 1.0)  # even sizes
+        # the first two fill the budget and carry 20/52 of the bytes at 2/12 of the count
+        self.assertAlmostEqual(off.front_skew([16, 16] + [2] * 10, 20), (20 / 52) / (2 / 12))
+        self.assertLess(off.front_skew([2] * 10 + [16, 16], 20), 1.0)  # the largest come last
+        for sizes, budget in (([], 20), ([4] * 12, 0), ([4] * 12, 48), ([4] * 12, 60)):
+            self.assertEqual(off.front_skew(sizes, budget), 0.0)  # nothing to choose
+
+    def step(self, torch, o, sizes_mib):
+        ts = [torch.cuda_tensor(n * MiB, float(k)) for k, n in enumerate(sizes_mib)]
+        packed = [o.pack(t) for t in ts]
+        o._drain(block=True)
+        for p in reversed(packed):
+            o.unpack(p)
+        o.step_end(lambda dev: (64 * GiB, 63 * GiB, 0))  # in the dead band: the budget holds
+        return packed
+
+    def test_spread_follows_the_skew_of_the_last_step(self):
+        torch, o, _ = make(20 * MiB)
+        self.assertFalse(o.spread_auto)  # off by default
+        o.spread_auto = True
+        first_heavy = [16, 16] + [2] * 10
+        self.step(torch, o, first_heavy)
+        self.assertEqual(o.budget.bytes, 20 * MiB)
+        self.assertAlmostEqual(o.skew, off.front_skew([n * MiB for n in first_heavy], 20 * MiB))
+        self.assertTrue(o.spread)
+        self.assertTrue(o.last_step["spread"])
+        # the next step spreads: candidates after the first two are offloaded too
+        packed = self.step(torch, o, first_heavy)
+        sent = [k for k, p in enumerate(packed) if isinstance(p, off._Record)]
+        self.assertTrue(any(k >= 2 for k in sent), sent)
+        self.assertLessEqual(sum(first_heavy[k] for k in sent) * MiB, 20 * MiB + 16 * MiB)
+        for sizes in ([4] * 12, [2] * 10 + [16, 16]):  # even, or the largest last
+            self.step(torch, o, sizes)
+            self.assertFalse(o.spread, sizes)
+            self.assertLess(o.skew, off.SKEW_MIN)
+
+    def test_left_alone_when_off_or_while_a_choice_measures(self):
+        torch, o, _ = make(20 * MiB)
+        self.step(torch, o, [16, 16] + [2] * 10)
+        self.assertFalse(o.spread)  # spread_auto off: spread stays as set
+        o.spread = True
+        self.step(torch, o, [4] * 12)
+        self.assertTrue(o.spread)
+
+        class Fake:
+            decided = None
+
+            def step_end(self, seconds, limit, moved, active):
+                return False
+        o.spread_auto = True
+        o.choice = Fake()
+        self.step(torch, o, [16, 16] + [2] * 10)
+        self.assertFalse(o.spread)  # the choice's answer, not the skew's
 
 
 class FastCudaTest(unittest.TestCase):

@@ -2,7 +2,8 @@
 """Fast while cut (issue 11): step time of real training jobs whose libvmem
 limit is cut below their peak, against the two floors, on a real GPU.
 
-    python3 scripts/gpu/cut_bench.py [--jobs gpt2,resnet50,bert,vit,convnext] [--modes naive,planned]
+    python3 scripts/gpu/cut_bench.py [--jobs gpt2,resnet50,bert,vit,convnext,effnet,swin]
+                                     [--modes naive,planned]
     (bash scripts/gpu/cut-bench.sh, through scripts/gpu-run.sh, sets the paths)
 
 For each job and placement mode one process (libvmem as PyTorch's
@@ -34,6 +35,12 @@ CUT_OFFLOAD_WINDOW_IN_FRAC (the fetch ahead's window alone, not capped at
 512 MiB; a study knob),
 CUT_OFFLOAD_SPREAD (1: offload candidates spread over the pass, in the
 proportion budget / offloadable, rather than the first ones; a study knob),
+CUT_OFFLOAD_SPREAD_AUTO (1: the offload spreads where the first candidates
+that fill the budget are well above the pass's average size, from the last
+step's candidates: libvmem_offload.front_skew; the skew is logged per step;
+CUT_OFFLOAD_SKEW_MIN sets the skew from which it spreads, default 1.5),
+CUT_OFFLOAD_DENSE (0: only contiguous saved tensors are candidates, not those
+dense in another order such as channels_last, the way before),
 CUT_OFFLOAD_CHOICE (1: the offload measures both ways per limit and keeps the
 faster, libvmem_offload.Choice; a study knob, needs CUT_STEPS of 24 or so),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
@@ -87,6 +94,13 @@ def log(*a):
     print(*a, flush=True)
 
 
+# timm image jobs: model name, batch, channels_last, autocast type (fp16: with a GradScaler)
+TIMM = {"vit": ("vit_base_patch16_224", 64, False, "bf16"),
+        "convnext": ("convnext_tiny", 128, True, "fp16"),
+        "effnet": ("efficientnet_b0", 128, True, "bf16"),
+        "swin": ("swin_tiny_patch4_window7_224", 64, False, "bf16")}
+
+
 def build(job, torch, batch):
     nn, F = torch.nn, torch.nn.functional
     g = torch.Generator().manual_seed(1234)
@@ -106,19 +120,21 @@ def build(job, torch, batch):
         step_fn = images(batch or 64)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         return model, opt, step_fn, None
-    if job in ("vit", "convnext"):
+    if job in TIMM:
         # jobs the offload and the planner were not tuned on: timm's ViT-B/16
         # (bf16 autocast, AdamW) and ConvNeXt-Tiny (channels_last, fp16
-        # autocast with a GradScaler, whose skipped steps the step hook counts)
+        # autocast with a GradScaler, whose skipped steps the step hook
+        # counts); EfficientNet-B0 and Swin-T, added with the offload's front
+        # skew rule (spread_auto) and not tuned on either
         import timm
-        name = "vit_base_patch16_224" if job == "vit" else "convnext_tiny"
+        name, b, last, amp = TIMM[job]
         model = timm.create_model(name, pretrained=False, num_classes=1000)
-        fmt = torch.channels_last if job == "convnext" else torch.contiguous_format
-        if job == "convnext":
+        fmt = torch.channels_last if last else torch.contiguous_format
+        if last:
             model = model.to(memory_format=fmt)
-        step_fn = images(batch or (64 if job == "vit" else 128), fmt)
+        step_fn = images(batch or b, fmt)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-        return model, opt, step_fn, "bf16" if job == "vit" else "fp16"
+        return model, opt, step_fn, amp
     import transformers
     if job == "gpt2":
         cfg = transformers.GPT2Config()
@@ -328,6 +344,8 @@ def worker(a):
                 ("CUT_OFFLOAD_SM_COPY", None, "sm_copy"),
                 ("CUT_OFFLOAD_OUT_PRIORITY", None, "out_priority"),
                 ("CUT_OFFLOAD_SPREAD", None, "spread"),
+                ("CUT_OFFLOAD_SPREAD_AUTO", None, "spread_auto"),
+                ("CUT_OFFLOAD_DENSE", None, "dense_ok"),
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
                 ("CUT_OFFLOAD_FAST", "fast", "raw"))
@@ -335,7 +353,9 @@ def worker(a):
     wi = os.environ.get("CUT_OFFLOAD_WINDOW_IN_FRAC")
     choice = os.environ.get("CUT_OFFLOAD_CHOICE")
     nac = os.environ.get("CUT_OFFLOAD_NAIVE_AT_CUT")
-    if (any(os.environ.get(name) for name, _, _ in switches) or wf or wi or choice or nac) and \
+    skew_min = os.environ.get("CUT_OFFLOAD_SKEW_MIN")
+    if (any(os.environ.get(name) for name, _, _ in switches) or wf or wi or choice or nac or
+            skew_min) and \
             L.offload_stats().get("installed"):
         off = libvmem_offload._off
         for name, part, attr in switches:
@@ -348,6 +368,8 @@ def worker(a):
             off.choice = libvmem_offload.Choice()
         if wf:
             off.budget.window_frac = float(wf)
+        if skew_min:
+            off.skew_min = float(skew_min)
         if wi:
             off.budget.window_in_frac = float(wi)
             # a study of the fetch ahead's window: not capped at window_max
@@ -513,7 +535,8 @@ def worker(a):
                         "skipped",
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
                         "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
-                        "spread", "choice", "ahead_max", "room_known", "bw_hooks", "no_fit")}
+                        "spread", "choice", "skew", "ahead_max", "room_known", "bw_hooks",
+                        "no_fit")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                     rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
@@ -554,9 +577,9 @@ def worker(a):
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
                             o.get("fwd_max", 0) / 1e9,
                             o["host_max"] / 1e9, o["waits_out"], o["waits_out_gpu"]))
-                    if o.get("choice") or o.get("spread"):
-                        log("    choice: spread %s for the next step%s" % (
-                            "on" if o.get("spread") else "off",
+                    if o.get("choice") or o.get("spread") or o.get("skew"):
+                        log("    choice: spread %s for the next step (front skew %.2f)%s" % (
+                            "on" if o.get("spread") else "off", o.get("skew") or 0.0,
                             "; measured median step %.1f ms first tensors, %.1f ms spread" % (
                                 o["choice"][0] * 1e3, o["choice"][1] * 1e3)
                             if o.get("choice") else ""))
