@@ -621,9 +621,10 @@ class Offload:
         self.skip = {}
         self.learn_skip = True
         # spread (_pack): offload candidates spread over the pass rather
-        # than the first ones; `choice` (a Choice) sets it per limit by
-        # measuring both, unless None (then spread stays as set).  A study
-        # knob, off: on the H100 the trial's first way is measured while
+        # than the first ones; spread_auto (below, on by default) sets it at
+        # each step end, or `choice` (a Choice) per limit by measuring both,
+        # unless both are off (then spread stays as set).  Set by hand it
+        # was a study knob, off: on the H100 the trial's first way is measured while
         # the cut still settles (the planner's rule trials, skips being
         # learned), which biased it (GPT-2 and BERT at 50%: 529-879 ms
         # measured for the default against 349-390 ms once settled), and
@@ -632,19 +633,33 @@ class Offload:
         # docs/placement.md, "Choosing the tensors by measuring"
         self.spread = False
         self.choice = None
-        # spread_auto: spread is set at each step end from the last step's
-        # candidates (front_skew of its largest pass, under the next
-        # budget): on where the first tensors that fill the budget are
-        # skew_min (SKEW_MIN) times the pass's average candidate or more, so that the
-        # default way would offload only the first layers, whose copies back
-        # crowd into the end of the backward pass; off otherwise.  Ignored
-        # while a Choice measures (choice set).
-        self.spread_auto = False
+        # spread_auto (on by default since the nineteenth session): spread
+        # is set at each step end from the last step's candidates
+        # (front_skew of its largest pass, under the next budget): on where
+        # the first tensors that fill the budget are skew_min (SKEW_MIN)
+        # times the pass's average candidate or more, so that the first
+        # tensors would be only the first layers', whose copies back crowd
+        # into the end of the backward pass; off otherwise (the transformers
+        # measured: 0.65-1.00).  Ignored while a Choice measures (choice
+        # set).  With spread_large, measured on an H100 in three alternating
+        # pairs: ConvNeXt-Tiny 146.4 -> 118.7 ms at 75%, 217.5 -> 204.5 at
+        # 50%; ResNet-50 100.1 -> 86.0 and 146.5 -> 140.5 (medians; without
+        # spread_large one ConvNeXt run went 149 -> 221 ms, its hooks' CPU
+        # time tripled); docs/placement.md, "Channels_last tensors, and
+        # spreading by the candidates' skew"
+        self.spread_auto = True
         self.skew_min = SKEW_MIN
         # tensors dense in another order of dimensions than contiguous
         # (channels_last) are candidates too (_eligible); False: contiguous
         # ones only, the way before (a switch for A/B runs)
         self.dense_ok = True
+        # spread_large (with spread; on): candidates smaller than the median
+        # candidate of the last step's largest pass stay on the device, so
+        # spreading takes fewer, larger tensors (each costs the hooks' CPU
+        # time: ConvNeXt-Tiny spread 117 tensors a step without it, 57
+        # with); spread_min is that median, set at step end
+        self.spread_large = True
+        self.spread_min = 0
         self.skew = 0.0       # front_skew behind the last decision
         self._t_end = None  # when the last step ended (perf_counter)
         # pacing on the device (_pack): past window_out the compute stream,
@@ -721,6 +736,7 @@ class Offload:
         self.step_cands = 0     # eligible tensors seen (not counting a second save)
         self.next_skip = {}     # the next step's skip
         self.step_offloaded = 0
+        self.step_tensors = 0   # tensors offloaded this step
         self.step_early = 0     # of step_offloaded: let go at once (record_stream)
         self.step_offloadable = 0
         # a step may run several forward and backward passes (gradient
@@ -778,6 +794,7 @@ class Offload:
                               "unpack_s": tot["unpack_seconds"] - self._mark[1],
                               "wait_s": tot["wait_seconds"] - self._mark[2],
                               "offloaded": self.step_offloaded, "early": self.step_early,
+                              "tensors": self.step_tensors,
                               "offloadable": self.step_offloadable,
                               "prefetched": self.step_prefetched, "late": self.step_late,
                               "late_no_room": self.step_late_no_room,
@@ -817,6 +834,8 @@ class Offload:
                 self.skew = front_skew(self.max_pass_sizes, self.budget.bytes)
                 self.spread = self.skew >= self.skew_min
                 self.last_step["spread"] = self.spread
+            if self.spread_large and self.max_pass_sizes:
+                self.spread_min = statistics.median(self.max_pass_sizes)
             self.last_step["skew"] = self.skew
             self._t_end = now
             self.last_offloadable = self.max_pass_offloadable
@@ -983,8 +1002,9 @@ class Offload:
             # the bytes seen, so the copies spread over the pass
             spread_out = (self.spread and not skipped and self.last_offloadable and
                           self.budget.bytes < self.last_offloadable and
-                          (self.pass_offloaded + n) * self.last_offloadable >
-                          self.budget.bytes * self.pass_offloadable)
+                          ((self.pass_offloaded + n) * self.last_offloadable >
+                           self.budget.bytes * self.pass_offloadable or
+                           (self.spread_large and n < self.spread_min)))
             if skipped or spread_out or self.pass_offloaded >= self.budget.bytes:
                 self.seen[key] = (weakref.ref(t), None)  # stays on the device
                 return t
@@ -1027,6 +1047,7 @@ class Offload:
                 self.pending.append((r, t))
                 self.pending_bytes += n
             self.step_offloaded += n
+            self.step_tensors += 1
             self.pass_offloaded += n
             self.totals["offloaded_bytes"] += n
             self.totals["offloaded_tensors"] += 1

@@ -1246,10 +1246,12 @@ class ChoiceTest(unittest.TestCase):
         o.step_end(lambda dev: (64 * GiB, 63 * GiB, 0))
         self.assertEqual(moved_flags, [True, False])  # the budget held (dead band)
         self.assertEqual(seen[1], (64 * GiB, True))
-        o.choice = None  # forced (cut-bench's CUT_OFFLOAD_SPREAD): left as set
-        o.spread = False
+        # forced (cut-bench's CUT_OFFLOAD_SPREAD with CUT_OFFLOAD_SPREAD_AUTO=0): left as set
+        o.choice = None
+        o.spread_auto = False
+        o.spread = True
         o.step_end(lambda dev: (64 * GiB, 63 * GiB, 0))
-        self.assertFalse(o.spread)
+        self.assertTrue(o.spread)
 
 
 class SpreadAutoTest(unittest.TestCase):
@@ -1275,8 +1277,8 @@ class SpreadAutoTest(unittest.TestCase):
 
     def test_spread_follows_the_skew_of_the_last_step(self):
         torch, o, _ = make(20 * MiB)
-        self.assertFalse(o.spread_auto)  # off by default
-        o.spread_auto = True
+        self.assertTrue(o.spread_auto)  # on by default
+        o.spread_large = False  # every candidate counts
         first_heavy = [16, 16] + [2] * 10
         self.step(torch, o, first_heavy)
         self.assertEqual(o.budget.bytes, 20 * MiB)
@@ -1293,8 +1295,26 @@ class SpreadAutoTest(unittest.TestCase):
             self.assertFalse(o.spread, sizes)
             self.assertLess(o.skew, off.SKEW_MIN)
 
+    def test_spread_large_leaves_the_small_candidates(self):
+        torch, o, _ = make(20 * MiB)
+        self.assertTrue(o.spread_large)  # on by default
+        sizes = [16, 16] + [2, 6] * 5  # median 6 MiB
+        self.step(torch, o, sizes)
+        self.assertTrue(o.spread)
+        self.assertEqual(o.spread_min, 6 * MiB)
+        packed = self.step(torch, o, sizes)
+        sent = [k for k, p in enumerate(packed) if isinstance(p, off._Record)]
+        self.assertTrue(any(k >= 2 for k in sent), sent)  # still spread
+        self.assertFalse([k for k in sent if sizes[k] < 6], sent)  # none of the 2 MiB ones
+        self.assertEqual(o.last_step["tensors"], len(sent))
+        o.spread_large = False
+        packed = self.step(torch, o, sizes)
+        sent = [k for k, p in enumerate(packed) if isinstance(p, off._Record)]
+        self.assertTrue([k for k in sent if sizes[k] < 6], sent)  # without it, small ones too
+
     def test_left_alone_when_off_or_while_a_choice_measures(self):
         torch, o, _ = make(20 * MiB)
+        o.spread_auto = False
         self.step(torch, o, [16, 16] + [2] * 10)
         self.assertFalse(o.spread)  # spread_auto off: spread stays as set
         o.spread = True

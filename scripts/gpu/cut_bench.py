@@ -34,11 +34,16 @@ study knob: the offload's windows as a fraction of the limit, default 1/32),
 CUT_OFFLOAD_WINDOW_IN_FRAC (the fetch ahead's window alone, not capped at
 512 MiB; a study knob),
 CUT_OFFLOAD_SPREAD (1: offload candidates spread over the pass, in the
-proportion budget / offloadable, rather than the first ones; a study knob),
-CUT_OFFLOAD_SPREAD_AUTO (1: the offload spreads where the first candidates
-that fill the budget are well above the pass's average size, from the last
-step's candidates: libvmem_offload.front_skew; the skew is logged per step;
-CUT_OFFLOAD_SKEW_MIN sets the skew from which it spreads, default 1.5),
+proportion budget / offloadable, rather than the first ones; with
+CUT_OFFLOAD_SPREAD_AUTO=0, else the rule below sets it at each step end),
+CUT_OFFLOAD_SPREAD_AUTO (0: the rule off; on by default: the offload spreads
+where the first candidates that fill the budget are well above the pass's
+average size, from the last step's candidates: libvmem_offload.front_skew;
+the skew is logged per step; CUT_OFFLOAD_SKEW_MIN sets the skew from which
+it spreads, default 1.5),
+CUT_OFFLOAD_SPREAD_LARGE (0: while spreading, every candidate counts; on by
+default: candidates below the median size of the last step's largest pass
+stay on the device),
 CUT_OFFLOAD_DENSE (0: only contiguous saved tensors are candidates, not those
 dense in another order such as channels_last, the way before),
 CUT_OFFLOAD_CHOICE (1: the offload measures both ways per limit and keeps the
@@ -346,6 +351,7 @@ def worker(a):
                 ("CUT_OFFLOAD_SPREAD", None, "spread"),
                 ("CUT_OFFLOAD_SPREAD_AUTO", None, "spread_auto"),
                 ("CUT_OFFLOAD_DENSE", None, "dense_ok"),
+                ("CUT_OFFLOAD_SPREAD_LARGE", None, "spread_large"),
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
                 ("CUT_OFFLOAD_FAST", "fast", "raw"))
@@ -536,7 +542,7 @@ def worker(a):
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
                         "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
                         "spread", "choice", "skew", "ahead_max", "room_known", "bw_hooks",
-                        "no_fit")}
+                        "no_fit", "tensors", "host_pinned_new")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                     rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
@@ -577,9 +583,11 @@ def worker(a):
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
                             o.get("fwd_max", 0) / 1e9,
                             o["host_max"] / 1e9, o["waits_out"], o["waits_out_gpu"]))
-                    if o.get("choice") or o.get("spread") or o.get("skew"):
-                        log("    choice: spread %s for the next step (front skew %.2f)%s" % (
+                    if o.get("choice") or o.get("spread") or o.get("skew") or o.get("tensors"):
+                        log("    choice: spread %s for the next step (front skew %.2f; this step "
+                            "%d tensors out, %.2f GB pinned anew)%s" % (
                             "on" if o.get("spread") else "off", o.get("skew") or 0.0,
+                            o.get("tensors", 0), o.get("host_pinned_new", 0) / 1e9,
                             "; measured median step %.1f ms first tensors, %.1f ms spread" % (
                                 o["choice"][0] * 1e3, o["choice"][1] * 1e3)
                             if o.get("choice") else ""))
