@@ -152,36 +152,74 @@ static size_t tags_release_all(vmem_t *v, bfc_arena_t *own)
     return n;
 }
 
+/* The device room the arenas together leave under the shared limit, in
+ * whole granules (what an arena can grow or map into; all arenas share the
+ * backend's granule). */
+static size_t tags_room(const vmem_t *v)
+{
+    size_t all = v->dev.held + tags_held(v), g = v->dev.granule;
+    return v->dev.limit > all ? (v->dev.limit - all) / g * g : 0;
+}
+
+/* 1 while that room is less than `need` bytes. */
+static int tags_short(const vmem_t *v, size_t need) { return tags_room(v) < need; }
+
 /* The main arena's blocks that wait for other streams' work (deferred.h:
  * freed after vmem_record_stream) hold device memory under the shared limit
- * that no arena can use.  For an allocation in `a` that found no room even
- * after tags_release_all: they go back to their arena, oldest first, the CPU
- * waiting for their fences (vmem_deferred_reclaim_cpu), as many at a time as
- * could cover what the limit lacks for the request; then the main arena
- * gives its free memory back to the backend and `a` tries again (it can now
- * grow into that memory).  Nothing while a graph is captured or while the
- * main arena's shrink is pending (it gives nothing back then).  The block,
- * or NULL once no block waits. */
-static void *tags_reclaim_deferred(vmem_t *v, bfc_arena_t *a, size_t size, uintptr_t key)
+ * that no arena can use.  For a tag that needs `need` bytes of device room
+ * under the limit and did not find them even after tags_release_all (an
+ * allocation, a resume, a step end's move of host data back): they go back
+ * to their arena, oldest first, the CPU waiting for their fences
+ * (vmem_deferred_reclaim_cpu), as many as could cover what the limit lacks
+ * for `need` (at least one); then the main arena gives its free memory back
+ * to the backend and every arena's others_held is brought up to date, so the
+ * tag can grow or map into that memory.  Nothing while a graph is captured
+ * or while the main arena's shrink is pending (it gives nothing back then).
+ * 1 if a block went back: the caller looks again and calls again while it
+ * still lacks room (a block freed on a granule or region that still holds
+ * live blocks gives nothing back); 0 once none can. */
+static int tags_reclaim_deferred(vmem_t *v, size_t need)
 {
-    size_t g = a->granule, need = (bfc_round(size) + g - 1) / g * g;
-    void *p = NULL;
-    while (!p && a->last_fail != BFC_FAIL_SIZE && !v->dev.pending &&
-           deferred_waiting(&v->deferred) && !backend_capturing()) {
-        size_t all = v->dev.held + tags_held(v), room = a->limit > all ? a->limit - all : 0;
-        size_t want = need > room ? need - room : 1, got = 0, dev;
-        int any = 0;
-        while (got < want && vmem_deferred_reclaim_cpu(v, &dev)) {
-            got += dev;
-            any = 1;
-        }
-        if (!any)
-            break;
-        bfc_release(&v->dev, 0);
-        tags_sync(v);
-        p = bfc_alloc(a, size, key);
+    if (v->dev.pending || !deferred_waiting(&v->deferred) || backend_capturing())
+        return 0;
+    size_t want = tags_room(v), got = 0, dev;
+    want = need > want ? need - want : 1;
+    int any = 0;
+    while (got < want && vmem_deferred_reclaim_cpu(v, &dev)) {
+        got += dev;
+        any = 1;
     }
-    return p;
+    if (!any)
+        return 0;
+    bfc_release(&v->dev, 0);
+    tags_sync(v);
+    return 1;
+}
+
+/* Device bytes a tag's move of host data back (bfc_rebalance, and
+ * bfc_resume after keep) needs: the host-backed granules its live blocks
+ * touch, each once.  After a discard (bfc_resume maps the regions that
+ * still hold live blocks): those regions' bytes. */
+static size_t tag_host_need(const bfc_arena_t *a)
+{
+    size_t g = a->granule, n = 0;
+    for (const bfc_region_t *r = a->regions; r; r = r->next) {
+        if (a->paused == BFC_PAUSED_DISCARD) {
+            n += r->live ? r->size : 0;
+            continue;
+        }
+        uintptr_t done = r->base; /* granules below are counted */
+        for (const bfc_chunk_t *c = r->first; c; c = c->next) {
+            if (!c->in_use)
+                continue;
+            uintptr_t lo = c->addr / g * g, hi = (c->addr + c->size + g - 1) / g * g;
+            lo = lo > done ? lo : done;
+            if (hi > lo)
+                n += bfc_host_bytes(a, (const void *)lo, hi - lo);
+            done = hi > done ? hi : done;
+        }
+    }
+    return n;
 }
 
 static void *tag_alloc_locked(vmem_t *v, tag_arena_t *t, size_t size, uintptr_t key,
@@ -199,8 +237,11 @@ static void *tag_alloc_locked(vmem_t *v, tag_arena_t *t, size_t size, uintptr_t 
             p = bfc_alloc(a, size, key);
         if (!p && tags_release_all(v, a) > 0)
             p = bfc_alloc(a, size, key);
-        if (!p)
-            p = tags_reclaim_deferred(v, a, size, key);
+        if (!p) { /* blocks waiting for other streams' work, until it fits */
+            size_t g = a->granule, need = (bfc_round(size) + g - 1) / g * g;
+            while (!p && a->last_fail != BFC_FAIL_SIZE && tags_reclaim_deferred(v, need))
+                p = bfc_alloc(a, size, key);
+        }
         if (!p && a->last_fail == BFC_FAIL_BACKEND && bfc_release_host(a) > 0)
             p = bfc_alloc(a, size, key);
     }
@@ -377,10 +418,15 @@ vmem_status_t vmem_resume_ex(vmem_t *v, unsigned tag, unsigned flags)
     vmem_status_t st = VMEM_OK;
     bfc_moves_t m = {0};
     if (t && t->arena.paused) {
-        /* Free memory of the other tags (and tag 0) makes room first. */
+        /* Free memory of the other tags (and tag 0) makes room first, then
+         * tag 0's blocks waiting for other streams' work. */
         size_t need = t->arena.held_host + t->arena.parked;
-        if (v->dev.held + tags_held(v) + need > v->dev.limit)
+        if (tags_short(v, need)) {
             tags_release_all(v, &t->arena);
+            need = tag_host_need(&t->arena);
+            while (tags_short(v, need) && tags_reclaim_deferred(v, need))
+                ;
+        }
         tags_sync(v);
         st = bfc_resume(&t->arena, (flags & VMEM_RESUME_SPILL) != 0, vmem_host_room(v), &m);
         tags_sync(v);
@@ -425,9 +471,19 @@ void tags_step_end(vmem_t *v)
         bfc_arena_t *a = &v->tags->t[i]->arena;
         if (a->paused || !a->host_in_use)
             continue;
-        /* Live data on host: free memory elsewhere makes room for it. */
-        if (v->dev.held + tags_held(v) + a->held_host > a->limit)
+        /* Live data on host: free memory elsewhere makes room for it, then
+         * tag 0's blocks waiting for other streams' work.  The step end
+         * still lets those wait when they lie on the device and no shrink
+         * is pending (vmem.c, boundary_moves); here each goes back only
+         * after the CPU waited for its work, so the main arena gives back
+         * no memory another stream reads, and the move touches only the
+         * tag's own blocks. */
+        if (v->dev.held + tags_held(v) + a->held_host > a->limit) {
             tags_release_all(v, a);
+            size_t need = a->pending || a->hold_host ? 0 : tag_host_need(a);
+            while (need && tags_short(v, need) && tags_reclaim_deferred(v, need))
+                ;
+        }
         tags_sync(v);
         bfc_rebalance(a, v->host_fallback ? vmem_host_room(v) : 0, NULL);
     }

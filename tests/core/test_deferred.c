@@ -210,7 +210,7 @@ static vmem_t *tag_instance(vmem_backend_kind_t kind, int fallback)
     return create_or_die(&cfg);
 }
 
-static void fill_and_defer(vmem_t *v, vmem_backend_kind_t kind, main_blocks_t *m)
+static void fill_main(vmem_t *v, vmem_backend_kind_t kind, main_blocks_t *m)
 {
     int first = kind == VMEM_BACKEND_SIM ? 2 : 1;
     for (int i = 0; i < 4; i++) {
@@ -220,6 +220,11 @@ static void fill_and_defer(vmem_t *v, vmem_backend_kind_t kind, main_blocks_t *m
         pattern_fill(m->p[i], 4 * MiB, (uint64_t)i + 1);
         m->waits[i] = i == first || i == first + 1;
     }
+}
+
+/* The blocks fill_main chose are recorded and freed: they wait. */
+static void defer_main(vmem_t *v, main_blocks_t *m)
+{
     for (int i = 0; i < 4; i++)
         if (m->waits[i]) {
             cr_assert_eq(vmem_record_stream(v, m->p[i], COPY_STREAM), VMEM_OK);
@@ -227,6 +232,12 @@ static void fill_and_defer(vmem_t *v, vmem_backend_kind_t kind, main_blocks_t *m
         }
     cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 8 * MiB);
     cr_assert_eq(stats_of(v).device_held, 16 * MiB, "the waiting blocks are held");
+}
+
+static void fill_and_defer(vmem_t *v, vmem_backend_kind_t kind, main_blocks_t *m)
+{
+    fill_main(v, kind, m);
+    defer_main(v, m);
 }
 
 /* The live main blocks keep their data and the device stays within the
@@ -401,6 +412,163 @@ Test(deferred, a_tagged_allocation_reclaims_with_two_streams_sim_vmm)
     cr_assert_eq(vmem_free_stream(v, p[3], s2), VMEM_OK);
     CHECK_VMEM(v, "the frees");
     vmem_destroy(v);
+}
+
+/* A resume (docs/tags.md) and the main arena's waiting blocks (sim-vmm: the
+ * simulated backend that pauses).  The tag's block of tag_bytes is made
+ * while the device is empty, filled and paused (`pause`: keep or discard);
+ * then the main arena fills the 16 MiB limit and two of its blocks wait.
+ * Only they can make room: the resume gives back the oldest first, the CPU
+ * waiting for their fences, as many as the tag needs (4 MiB: one, the newer
+ * keeps waiting; 8 MiB: both), and maps the tag on the device.  Before, it
+ * failed with VMEM_ERR_NOMEM, or with VMEM_RESUME_SPILL left the tag on
+ * host, while that memory sat idle. */
+static void resume_reclaim(unsigned pause, size_t tag_bytes, unsigned resume_flags)
+{
+    vmem_t *v = tag_instance(VMEM_BACKEND_SIM_VMM, 1);
+    void *t = vmem_alloc_tagged(v, tag_bytes, TAG);
+    cr_assert_not_null(t);
+    pattern_fill(t, tag_bytes, 41);
+    cr_assert_eq(vmem_pause(v, TAG, pause), VMEM_OK);
+    cr_assert_eq(tag_stats(v, TAG).device_held, 0);
+    main_blocks_t m;
+    fill_and_defer(v, VMEM_BACKEND_SIM_VMM, &m);
+    vmem_status_t st = vmem_resume_ex(v, TAG, resume_flags);
+    cr_assert_eq(st, VMEM_OK, "the resume: %s", vmem_strerror(st));
+    vmem_tag_stats_t ts = tag_stats(v, TAG);
+    cr_assert_eq(ts.state, VMEM_TAG_ACTIVE);
+    cr_assert_eq(ts.device_held, tag_bytes, "the tag is not wholly on the device");
+    cr_assert_eq(ts.host_held, 0, "part of the tag stayed on host");
+    cr_assert_eq(location_of(v, t), VMEM_LOC_DEVICE);
+    if (pause == VMEM_PAUSE_KEEP)
+        cr_assert(pattern_ok(t, tag_bytes, 41), "the kept contents were lost");
+    unsigned long long waits = tag_bytes / (4 * MiB);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), waits);
+    cr_assert_eq(json_u64(v, "deferredStreamWaits"), 0);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 8 * MiB - waits * 4 * MiB,
+                 "the resume gave back more (or fewer) waiting blocks than it needed");
+    cr_assert_eq(stats_of(v).spills, 0);
+    main_blocks_intact(v, &m);
+    CHECK_VMEM(v, "a resume's reclaim");
+    pattern_fill(t, tag_bytes, 42);
+    main_blocks_intact(v, &m);
+    cr_assert(pattern_ok(t, tag_bytes, 42));
+    cr_assert_eq(vmem_free(v, t), VMEM_OK);
+    main_blocks_free(v, &m);
+    CHECK_VMEM(v, "the frees");
+    vmem_destroy(v);
+}
+
+Test(deferred, a_keep_resume_reclaims_the_main_arenas_oldest_waiting_block_sim_vmm)
+{
+    resume_reclaim(VMEM_PAUSE_KEEP, 4 * MiB, 0);
+}
+Test(deferred, a_keep_resume_reclaims_the_main_arenas_waiting_blocks_sim_vmm)
+{
+    resume_reclaim(VMEM_PAUSE_KEEP, 8 * MiB, 0);
+}
+Test(deferred, a_discard_resume_reclaims_the_main_arenas_waiting_blocks_sim_vmm)
+{
+    resume_reclaim(VMEM_PAUSE_DISCARD, 8 * MiB, 0);
+}
+Test(deferred, a_discard_resume_reclaims_the_main_arenas_oldest_waiting_block_sim_vmm)
+{
+    resume_reclaim(VMEM_PAUSE_DISCARD, 4 * MiB, 0);
+}
+Test(deferred, a_spilling_resume_reclaims_before_it_leaves_data_on_host_sim_vmm)
+{
+    resume_reclaim(VMEM_PAUSE_KEEP, 8 * MiB, VMEM_RESUME_SPILL);
+}
+
+/* A paused 12 MiB tag cannot fit even with every waiting block back: the
+ * resume gives them all back and fails (the tag stays paused, its kept data
+ * intact); a resume with VMEM_RESUME_SPILL then maps 8 MiB on the device and
+ * leaves 4 on host, nothing waiting. */
+Test(deferred, a_resume_that_reclaiming_cannot_fit_fails_then_spills_sim_vmm)
+{
+    vmem_t *v = tag_instance(VMEM_BACKEND_SIM_VMM, 1);
+    void *t = vmem_alloc_tagged(v, 12 * MiB, TAG);
+    cr_assert_not_null(t);
+    pattern_fill(t, 12 * MiB, 43);
+    cr_assert_eq(vmem_pause(v, TAG, VMEM_PAUSE_KEEP), VMEM_OK);
+    main_blocks_t m;
+    fill_and_defer(v, VMEM_BACKEND_SIM_VMM, &m);
+    cr_assert_eq(vmem_resume(v, TAG), VMEM_ERR_NOMEM);
+    cr_assert_eq(tag_stats(v, TAG).state, VMEM_TAG_PAUSED_KEEP);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 0, "blocks still wait");
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 2);
+    cr_assert_eq(stats_of(v).device_held, 8 * MiB, "the main arena kept the reclaimed memory");
+    main_blocks_intact(v, &m);
+    cr_assert(pattern_ok(t, 12 * MiB, 43));
+    CHECK_VMEM(v, "a resume that did not fit");
+    cr_assert_eq(vmem_resume_ex(v, TAG, VMEM_RESUME_SPILL), VMEM_OK);
+    vmem_tag_stats_t ts = tag_stats(v, TAG);
+    cr_assert_eq(ts.state, VMEM_TAG_ACTIVE);
+    cr_assert_eq(ts.device_held, 8 * MiB);
+    cr_assert_eq(ts.host_held, 4 * MiB);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 2);
+    main_blocks_intact(v, &m);
+    cr_assert(pattern_ok(t, 12 * MiB, 43));
+    CHECK_VMEM(v, "a resume that spilled");
+    cr_assert_eq(vmem_free(v, t), VMEM_OK);
+    main_blocks_free(v, &m);
+    CHECK_VMEM(v, "the frees");
+    vmem_destroy(v);
+}
+
+/* The step end's move of a tag's host data back to the device (sim-vmm: a
+ * tag's spills lie in host memory of its own range).  The main arena fills
+ * the limit, so a tagged block of tag_bytes spills to host; only then do
+ * two main blocks wait (on the device, no shrink pending: the step end's own
+ * settle leaves them waiting).  The step end gives back as many as the
+ * tag's data needs (4 MiB: the oldest; 12 MiB: both, and 8 MiB of it moves
+ * back, the rest stays on host), the CPU waiting for them, and moves the
+ * data back, contents intact.  Before, it stayed on host. */
+static void step_end_reclaim(size_t tag_bytes)
+{
+    vmem_t *v = tag_instance(VMEM_BACKEND_SIM_VMM, 1);
+    main_blocks_t m;
+    fill_main(v, VMEM_BACKEND_SIM_VMM, &m);
+    void *t = vmem_alloc_tagged(v, tag_bytes, TAG);
+    cr_assert_not_null(t);
+    cr_assert_eq(location_of(v, t), VMEM_LOC_HOST);
+    cr_assert_eq(stats_of(v).spills, 1);
+    pattern_fill(t, tag_bytes, 51);
+    defer_main(v, &m);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 0);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    size_t back = tag_bytes < 8 * MiB ? tag_bytes : 8 * MiB;
+    unsigned long long waits = (back + 4 * MiB - 1) / (4 * MiB);
+    vmem_tag_stats_t ts = tag_stats(v, TAG);
+    cr_assert_eq(ts.device_held, back, "the step end moved %zu bytes back", ts.device_held);
+    cr_assert_eq(ts.host_in_use, tag_bytes - back);
+    if (back == tag_bytes)
+        cr_assert_eq(location_of(v, t), VMEM_LOC_DEVICE);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), waits);
+    cr_assert_eq(json_u64(v, "deferredStreamWaits"), 0);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 8 * MiB - waits * 4 * MiB,
+                 "the step end gave back more (or fewer) waiting blocks than it needed");
+    cr_assert(pattern_ok(t, tag_bytes, 51), "the moved data was lost");
+    main_blocks_intact(v, &m);
+    CHECK_VMEM(v, "a step end's reclaim");
+    cr_assert_eq(vmem_step_end(v), VMEM_OK); /* nothing more to do */
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), waits);
+    cr_assert_eq(tag_stats(v, TAG).device_held, back);
+    cr_assert(pattern_ok(t, tag_bytes, 51));
+    CHECK_VMEM(v, "a second step end");
+    cr_assert_eq(vmem_free(v, t), VMEM_OK);
+    main_blocks_free(v, &m);
+    CHECK_VMEM(v, "the frees");
+    vmem_destroy(v);
+}
+
+Test(deferred, a_step_end_reclaims_to_move_a_tags_host_data_back_sim_vmm)
+{
+    step_end_reclaim(4 * MiB);
+}
+Test(deferred, a_step_end_reclaims_all_waiting_blocks_and_moves_back_what_fits_sim_vmm)
+{
+    step_end_reclaim(12 * MiB);
 }
 
 /* Random work under a limit: every live block keeps its pattern, and the
