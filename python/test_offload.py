@@ -1312,6 +1312,30 @@ class SpreadAutoTest(unittest.TestCase):
         sent = [k for k, p in enumerate(packed) if isinstance(p, off._Record)]
         self.assertTrue([k for k in sent if sizes[k] < 6], sent)  # without it, small ones too
 
+    def test_two_passes_a_step_decide_from_the_largest_and_spread_each(self):
+        # gradient accumulation: a pack after an unpack starts the next pass
+        torch, o, _ = make(20 * MiB)
+        o.spread_large = False
+        heavy, light = [16, 16] + [2] * 10, [1] * 12
+
+        def two_passes():
+            sent = []
+            for sizes in (heavy, light):
+                ts = [torch.cuda_tensor(n * MiB, float(k)) for k, n in enumerate(sizes)]
+                packed = [o.pack(t) for t in ts]
+                o._drain(block=True)
+                sent.append([k for k, p in enumerate(packed) if isinstance(p, off._Record)])
+                for p in reversed(packed):
+                    o.unpack(p)
+            o.step_end(lambda dev: (64 * GiB, 63 * GiB, 0))
+            return sent
+        two_passes()
+        # the first pass holds the most eligible bytes: its skew decides
+        self.assertAlmostEqual(o.skew, off.front_skew([n * MiB for n in heavy], 20 * MiB))
+        self.assertTrue(o.spread)
+        sent = two_passes()
+        self.assertTrue(any(k >= 2 for k in sent[0]), sent)  # the first pass spreads
+
     def test_left_alone_when_off_or_while_a_choice_measures(self):
         torch, o, _ = make(20 * MiB)
         o.spread_auto = False
