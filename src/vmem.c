@@ -1065,17 +1065,19 @@ static vmem_status_t boundary_moves(vmem_t *v, bfc_moves_t *moves)
 {
     if (v->dev.hostmap && v->multi_stream && (v->dev.pending || v->dev.held_host))
         streams_settle(v);
-    /* Blocks that other streams' work still reads must not move under it:
-     * those done go back; the others are waited for if a move may touch
-     * them (on host memory, or a shrink still evicting). */
-    if (deferred_waiting(&v->deferred)) {
-        deferred_collect(v);
-        if (v->deferred.host_bytes || v->dev.pending)
-            deferred_settle(v);
-    }
     /* Blocks the plan keeps on host stay there while the step does not fit
      * under the limit (placement.c); otherwise they come back. */
     v->dev.hold_host = place_hold_host(&v->place, v->dev.limit);
+    /* Blocks that other streams' work still reads must not move under it:
+     * those done go back; the others are waited for if a move may touch
+     * them (on host memory, or a shrink still evicting), or if live data on
+     * host is to come back (their device memory is room for it). */
+    if (deferred_waiting(&v->deferred)) {
+        deferred_collect(v);
+        if (v->deferred.host_bytes || v->dev.pending ||
+            (v->deferred.dev_bytes && v->dev.host_in_use && !v->dev.hold_host))
+            deferred_settle(v);
+    }
     return bfc_rebalance(&v->dev, v->host_fallback ? host_room(v) : 0, moves);
 }
 

@@ -571,6 +571,70 @@ Test(deferred, a_step_end_reclaims_all_waiting_blocks_and_moves_back_what_fits_s
     step_end_reclaim(12 * MiB);
 }
 
+/* The main arena's own data on host (sim-vmm: spilled in place) comes back
+ * at the end of a step that fits into the device memory of its waiting
+ * blocks: the step end waits for them (the CPU) when live data on host is to
+ * come back.  Before, they kept waiting and the data stayed on host. */
+Test(deferred, a_step_end_moves_the_main_arenas_host_data_back_into_waiting_blocks_sim_vmm)
+{
+    vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 16 * MiB);
+    void *p[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(p[i]);
+        pattern_fill(p[i], 4 * MiB, (uint64_t)i + 1);
+    }
+    void *h = vmem_alloc(v, 4 * MiB); /* the limit is full: on host */
+    cr_assert_not_null(h);
+    cr_assert_eq(location_of(v, h), VMEM_LOC_HOST);
+    pattern_fill(h, 4 * MiB, 9);
+    for (int i = 1; i <= 2; i++) {
+        cr_assert_eq(vmem_record_stream(v, p[i], COPY_STREAM), VMEM_OK);
+        cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    }
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 8 * MiB);
+    /* The step did not fit (20 MiB at its peak): the plan keeps what is on
+     * host there, and the blocks keep waiting. */
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    cr_assert_eq(location_of(v, h), VMEM_LOC_HOST);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 8 * MiB);
+    /* This one fits (12 MiB): the data comes back into the waiting blocks'
+     * memory. */
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    cr_assert_eq(location_of(v, h), VMEM_LOC_DEVICE, "the host data did not come back");
+    cr_assert_eq(stats_of(v).host_in_use, 0);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 0);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 2);
+    cr_assert_eq(json_u64(v, "deferredStreamWaits"), 0);
+    cr_assert_leq(stats_of(v).device_held, 16 * MiB);
+    cr_assert(pattern_ok(h, 4 * MiB, 9), "the moved data was lost");
+    cr_assert(pattern_ok(p[0], 4 * MiB, 1));
+    cr_assert(pattern_ok(p[3], 4 * MiB, 4));
+    CHECK_VMEM(v, "a step end that waited for the waiting blocks");
+    cr_assert_eq(vmem_free(v, h), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[0]), VMEM_OK);
+    cr_assert_eq(vmem_free(v, p[3]), VMEM_OK);
+    vmem_destroy(v);
+}
+
+/* With nothing on host to bring back, the step end lets them wait (no CPU
+ * wait for work that may still run). */
+Test(deferred, a_step_end_without_host_data_lets_the_blocks_wait_sim_vmm)
+{
+    vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 16 * MiB);
+    void *a = vmem_alloc(v, 4 * MiB), *b = vmem_alloc(v, 4 * MiB);
+    cr_assert_not_null(a);
+    cr_assert_not_null(b);
+    cr_assert_eq(vmem_record_stream(v, a, COPY_STREAM), VMEM_OK);
+    cr_assert_eq(vmem_free(v, a), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    cr_assert_eq(json_u64(v, "deferredWaitingBytes"), 4 * MiB);
+    cr_assert_eq(json_u64(v, "deferredCpuWaits"), 0);
+    CHECK_VMEM(v, "a step end with nothing on host");
+    cr_assert_eq(vmem_free(v, b), VMEM_OK);
+    vmem_destroy(v);
+}
+
 /* Random work under a limit: every live block keeps its pattern, and the
  * bytes in use are the live blocks' whatever waits. */
 Test(deferred, random_work_under_a_limit)
