@@ -525,11 +525,11 @@ class _Record:
                  "reclaimed", "shape", "stride", "dtype", "device", "nbytes", "packs", "unpacks",
                  "ref", "__weakref__")
 
-    def __init__(self, index, cand, slot, out_done, t, nbytes):
+    def __init__(self, index, cand, slot, host, out_done, t, nbytes):
         self.index = index
         self.cand = cand  # the step's candidate number (Offload.skip)
         self.slot = slot
-        self.host = _host_view(slot[0], t)
+        self.host = host  # slot's buffer as t (_host_view)
         self.out_done = out_done
         self.dev = None
         self.in_done = None
@@ -834,7 +834,7 @@ class Offload:
                 self.skew = front_skew(self.max_pass_sizes, self.budget.bytes)
                 self.spread = self.skew >= self.skew_min
                 self.last_step["spread"] = self.spread
-            if self.spread_large and self.max_pass_sizes:
+            if self.spread and self.spread_large and self.max_pass_sizes:  # read while spreading
                 self.spread_min = statistics.median(self.max_pass_sizes)
             self.last_step["skew"] = self.skew
             self._t_end = now
@@ -1020,6 +1020,7 @@ class Offload:
                 if ref is None:
                     ref = self.t_ref[t.device.index] = torch.cuda.Event(enable_timing=True)
                     ref.record(compute)
+            host = _host_view(slot[0], t)
             fc.wait(out, compute)
             with fc.on(out):
                 # (t is dense, its storage exactly its bytes: _eligible)
@@ -1029,11 +1030,10 @@ class Offload:
                     self.totals["sm_copied_bytes"] += n
                 else:
                     self.sm_copy = False  # off, or refused (no such device support)
-                    host = _host_view(slot[0], t)
                     host.copy_(t, non_blocking=True)
                 done = torch.cuda.Event(enable_timing=True) if timed else torch.cuda.Event()
                 done.record(out)
-            r = _Record(len(self.records), cand, slot, done, t, n)
+            r = _Record(len(self.records), cand, slot, host, done, t, n)
             r.ref = ref
             weakref.finalize(r, self.pool.put, slot)
             self.records.append(r)

@@ -338,6 +338,23 @@ static void deferred_settle(vmem_t *v)
         deferred_give(v, &e);
 }
 
+/* The oldest waiting block goes back to its arena if `how` allows (after a
+ * wait queued on stream, or the CPU's); nothing while the thread captures a
+ * CUDA graph.  1 if a block went back; *dev (if not NULL) gets its bytes on
+ * device memory. */
+static int deferred_reclaim_one(vmem_t *v, defer_how_t how, void *stream, size_t *dev)
+{
+    if (!deferred_waiting(&v->deferred) || backend_capturing())
+        return 0;
+    defer_entry_t e;
+    if (!deferred_pop(&v->deferred, how, stream, &e))
+        return 0;
+    deferred_give(v, &e);
+    if (dev)
+        *dev = e.dev;
+    return 1;
+}
+
 /* For an allocation on stream that found no room: the oldest waiting block
  * goes back.  While one stream allocates, that stream waits for its fences
  * (a wait queued on the GPU; the CPU goes on); with several, the CPU waits,
@@ -346,32 +363,18 @@ static void deferred_settle(vmem_t *v)
  * block went back. */
 static int deferred_reclaim(vmem_t *v, void *stream)
 {
-    if (!deferred_waiting(&v->deferred) || backend_capturing())
-        return 0;
-    defer_entry_t e;
-    if (!deferred_pop(&v->deferred, v->multi_stream ? DEFER_CPU : DEFER_STREAM, stream, &e))
-        return 0;
-    deferred_give(v, &e);
-    return 1;
+    return deferred_reclaim_one(v, v->multi_stream ? DEFER_CPU : DEFER_STREAM, stream, NULL);
 }
 
-/* For a tagged allocation that found no room under the shared limit
- * (tags.c): the oldest waiting block goes back to its arena, the CPU waiting
- * for its fences.  Not a stream wait: the memory is of use to the tag only
- * once the main arena gives it back to the backend, which must not unmap
- * what other streams' work still reads.  Nothing while the thread captures a
- * CUDA graph.  1 if a block went back; *dev gets its bytes on device memory. */
+/* For a tag that found no room under the shared limit (tags.c: an
+ * allocation, a resume, a step end's move back): the oldest waiting block
+ * goes back, the CPU waiting for its fences.  Not a stream wait: the memory
+ * is of use to the tag only once the main arena gives it back to the
+ * backend, which must not unmap what other streams' work still reads. */
 int vmem_deferred_reclaim_cpu(vmem_t *v, size_t *dev)
 {
     *dev = 0;
-    if (!deferred_waiting(&v->deferred) || backend_capturing())
-        return 0;
-    defer_entry_t e;
-    if (!deferred_pop(&v->deferred, DEFER_CPU, NULL, &e))
-        return 0;
-    deferred_give(v, &e);
-    *dev = e.dev;
-    return 1;
+    return deferred_reclaim_one(v, DEFER_CPU, NULL, dev);
 }
 
 vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)

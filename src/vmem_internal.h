@@ -181,10 +181,11 @@ void vmem_set_last_status(vmem_status_t st); /* what vmem_last_status returns */
 uintptr_t vmem_stream_free_key(vmem_t *v, void *stream);
 int vmem_streams_settle(vmem_t *v);
 size_t vmem_host_room(const vmem_t *v);
-/* Deferred frees (deferred.h) for a tagged allocation without room: the
- * oldest block of the device or host arena waiting for other streams' work
- * goes back to its arena after the CPU waits for that work (nothing while a
- * graph is captured).  1 if one went back; *dev: its bytes on device memory. */
+/* Deferred frees (deferred.h) for a tag without room (an allocation, a
+ * resume, a step end's move back): the oldest block of the device or host
+ * arena waiting for other streams' work goes back to its arena after the
+ * CPU waits for that work (nothing while a graph is captured).  1 if one
+ * went back; *dev: its bytes on device memory. */
 int vmem_deferred_reclaim_cpu(vmem_t *v, size_t *dev);
 
 /* swap.c: the moves the planner's swap windows want before the allocation
