@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -859,6 +860,39 @@ static vmem_status_t host_keep_from_env(size_t *bytes)
     return VMEM_OK;
 }
 
+/* The study switches of the moves (backend_vmm_switch_t): name, default. */
+static const struct {
+    const char *name;
+    int dflt;
+} vmm_switches[BACKEND_VMM_SWITCHES] = {
+    [BACKEND_VMM_MOVE_MIRROR] = {"VMEM_VMM_MOVE_MIRROR", 1},
+    [BACKEND_VMM_MOVE_SWAP] = {"VMEM_VMM_MOVE_SWAP", 1},
+    [BACKEND_VMM_FREE_LATE] = {"VMEM_VMM_FREE_LATE", 0},
+    [BACKEND_VMM_PHASES] = {"VMEM_VMM_PHASES", 0},
+};
+
+static vmem_status_t vmm_switch_from_env(backend_vmm_switch_t which, int *out)
+{
+    const char *name = vmm_switches[which].name;
+    return env_bool(name, getenv(name), vmm_switches[which].dflt, out);
+}
+
+int backend_vmm_move_switch(backend_vmm_switch_t which)
+{
+    static atomic_int logged[BACKEND_VMM_SWITCHES]; /* once per variable */
+    const char *name = vmm_switches[which].name;
+    const char *val = getenv(name);
+    int on = vmm_switches[which].dflt;
+    if (val && options_parse_bool(val, &on) != 0) {
+        on = vmm_switches[which].dflt;
+        if (!atomic_exchange(&logged[which], 1))
+            vmem_log(NULL, VMEM_LOG_ERROR,
+                     "invalid %s=\"%s\" (expected on or off); moves use the default (%s)", name,
+                     val, on ? "on" : "off");
+    }
+    return on;
+}
+
 vmem_status_t backend_vmm_env(size_t granule, backend_vmm_env_t *out)
 {
     backend_vmm_env_t e;
@@ -874,7 +908,11 @@ vmem_status_t backend_vmm_env(size_t granule, backend_vmm_env_t *out)
                     BACKEND_VMM_SPLIT_THREADS_MAX, &e.split_threads) != VMEM_OK ||
         env_threads("VMEM_VMM_RESERVE_THREADS", getenv("VMEM_VMM_RESERVE_THREADS"), 4,
                     BACKEND_VMM_RESERVE_THREADS_MAX, &e.reserve_threads) != VMEM_OK ||
-        host_keep_from_env(&e.host_keep) != VMEM_OK)
+        host_keep_from_env(&e.host_keep) != VMEM_OK ||
+        vmm_switch_from_env(BACKEND_VMM_MOVE_MIRROR, &e.move_mirror) != VMEM_OK ||
+        vmm_switch_from_env(BACKEND_VMM_MOVE_SWAP, &e.move_swap) != VMEM_OK ||
+        vmm_switch_from_env(BACKEND_VMM_FREE_LATE, &e.free_late) != VMEM_OK ||
+        vmm_switch_from_env(BACKEND_VMM_PHASES, &e.phases) != VMEM_OK)
         return VMEM_ERR_ENV;
     *out = e;
     return VMEM_OK;

@@ -224,11 +224,32 @@ typedef struct backend_vmm_env {
     int split_threads;   /* VMEM_VMM_SPLIT_THREADS, 1 to 4 (1) */
     int reserve_threads; /* VMEM_VMM_RESERVE_THREADS, 1 to 16 (4) */
     size_t host_keep;    /* VMEM_VMM_HOST_KEEP in bytes, SIZE_MAX: all (all) */
+    /* The study switches of the moves: validated here, but the backend
+     * reads them again at each move (backend_vmm_move_switch). */
+    int move_mirror;     /* VMEM_VMM_MOVE_MIRROR: moves to host through the mirror (1) */
+    int move_swap;       /* VMEM_VMM_MOVE_SWAP: moves to host by swap (1) */
+    int free_late;       /* VMEM_VMM_FREE_LATE: old device memory freed late (0) */
+    int phases;          /* VMEM_VMM_PHASES: a phases line per move and park (0) */
 } backend_vmm_env_t;
 
 /* Every setting above, for a backend whose granule is `granule` bytes (a
  * power of two of at least 1 MiB).  *out is written only on VMEM_OK. */
 vmem_status_t backend_vmm_env(size_t granule, backend_vmm_env_t *out);
+
+/* The study switches of the vmm backend's moves, documented as read at each
+ * move (a benchmark may switch them between pauses).  backend_vmm_env
+ * refuses a malformed one when the instance opens; set later,
+ * backend_vmm_move_switch gives the default for a value that is not a
+ * boolean (empty included) and logs an error naming it, once per variable
+ * for the life of the process.  Thread-safe. */
+typedef enum backend_vmm_switch {
+    BACKEND_VMM_MOVE_MIRROR, /* VMEM_VMM_MOVE_MIRROR, default 1 */
+    BACKEND_VMM_MOVE_SWAP,   /* VMEM_VMM_MOVE_SWAP, default 1 */
+    BACKEND_VMM_FREE_LATE,   /* VMEM_VMM_FREE_LATE, default 0 */
+    BACKEND_VMM_PHASES,      /* VMEM_VMM_PHASES, default 0 */
+    BACKEND_VMM_SWITCHES
+} backend_vmm_switch_t;
+int backend_vmm_move_switch(backend_vmm_switch_t which);
 
 /* VMEM_VMM_GROW_ALIGN alone (vmm and sim-vmm): a boolean, default on. */
 vmem_status_t backend_grow_align_from_env(int *on);

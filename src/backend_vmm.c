@@ -1825,14 +1825,6 @@ static CUresult huge_mirror_finish(vmm_backend_t *m, size_t h, size_t *moved)
     return r;
 }
 
-/* VMEM_VMM_<name>, read at each move (so a benchmark may switch it between
- * pauses): unset or empty gives dflt, "0" gives 0, anything else 1. */
-static int env_flag(const char *name, int dflt)
-{
-    const char *e = getenv(name);
-    return e && *e ? strcmp(e, "0") != 0 : dflt;
-}
-
 /* Where a step's copy reads its data: at its address, or, for a whole big
  * host mapping mapped there without access (noacc), at the slot that maps
  * the same host memory with access. */
@@ -1889,14 +1881,18 @@ static vmem_status_t vmm_region_move(backend_t *b, void *base, size_t size, int 
     for (size_t i = first; i < first + n; i++)
         if (m->state[i] != from)
             return VMEM_ERR_INVALID;
-    int swap_on = env_flag("VMEM_VMM_MOVE_SWAP", 1), phases = env_flag("VMEM_VMM_PHASES", 0);
-    int mirror_on = m->mirror && env_flag("VMEM_VMM_MOVE_MIRROR", 1);
+    /* The study switches, read at each move (so a benchmark may switch them
+     * between pauses); backend_vmm_create refused malformed ones, and one
+     * set malformed since gives its default (logged once). */
+    int swap_on = backend_vmm_move_switch(BACKEND_VMM_MOVE_SWAP);
+    int phases = backend_vmm_move_switch(BACKEND_VMM_PHASES);
+    int mirror_on = m->mirror && backend_vmm_move_switch(BACKEND_VMM_MOVE_MIRROR);
     vmm_backend_t t0 = *m; /* the timers before, for the phases line */
     double w0 = seconds();
     /* Late: the old device memory of swap steps freed after the last copy. */
     CUmemGenericAllocationHandle *late = NULL;
     size_t nlate = 0;
-    if (to_host && m->bign && env_flag("VMEM_VMM_FREE_LATE", 0))
+    if (to_host && m->bign && backend_vmm_move_switch(BACKEND_VMM_FREE_LATE))
         late = malloc((n / m->bign + 1) * sizeof *late);
     if (!ctx_enter(m)) {
         free(late);
@@ -2102,7 +2098,7 @@ static vmem_status_t vmm_region_park(backend_t *b, void *base, size_t size)
     if (!m->batch_depth)
         scratch_drop(m);
     ctx_leave(m);
-    if (env_flag("VMEM_VMM_PHASES", 0))
+    if (backend_vmm_move_switch(BACKEND_VMM_PHASES))
         fprintf(stderr,
                 "libvmem: vmm phases: park %zu MiB: %.1f ms (sync+edges %.1f; unmap %.1f, %zu "
                 "mappings in %s)\n",
@@ -2193,7 +2189,7 @@ static vmem_status_t vmm_host_reserve(backend_t *b, size_t bytes, size_t *kept)
         }
         /* With the mirror on, each handle is mapped at a slot with its
          * access now, off the pause's critical path. */
-        int mirror = m->mirror && env_flag("VMEM_VMM_MOVE_MIRROR", 1);
+        int mirror = m->mirror && backend_vmm_move_switch(BACKEND_VMM_MOVE_MIRROR);
         for (int i = 0; i < t; i++) {
             if (started[i])
                 pthread_join(tid[i], NULL);

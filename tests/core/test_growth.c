@@ -419,7 +419,8 @@ Test(growth, trim_at_peak_keeps_held_near_the_bytes_in_use)
 static const char *const vmm_vars[] = {
     "VMEM_VMM_BIG", "VMEM_VMM_HOST_BIG", "VMEM_VMM_DEVICE_BIG", "VMEM_VMM_GROW_ALIGN",
     "VMEM_VMM_BIG_MIB", "VMEM_VMM_HUGE_MIB", "VMEM_VMM_SPLIT_THREADS",
-    "VMEM_VMM_RESERVE_THREADS", "VMEM_VMM_HOST_KEEP",
+    "VMEM_VMM_RESERVE_THREADS", "VMEM_VMM_HOST_KEEP", "VMEM_VMM_MOVE_MIRROR",
+    "VMEM_VMM_MOVE_SWAP", "VMEM_VMM_FREE_LATE", "VMEM_VMM_PHASES",
 };
 
 static void vmm_env_unset(void)
@@ -462,13 +463,18 @@ static void vmm_env_refused(size_t granule, const char *name, const char *value)
     cr_assert(strstr(cap.last, want) != NULL, "%s=\"%s\": logged \"%s\"", name, value, cap.last);
 }
 
-/* Unset, every setting has its default.  The four switches are booleans
+/* Unset, every setting has its default.  The eight switches are booleans
  * (1/0, true/false, yes/no, on/off, any case); anything else used to mean
- * on. */
+ * on (the four study switches of the moves, VMEM_VMM_MOVE_MIRROR to
+ * VMEM_VMM_PHASES, were not checked when the backend opened at all, and
+ * took an empty value as unset). */
 Test(growth, vmm_switches_are_booleans)
 {
-    static const char *sw[] = {"VMEM_VMM_BIG", "VMEM_VMM_HOST_BIG", "VMEM_VMM_DEVICE_BIG",
-                               "VMEM_VMM_GROW_ALIGN"};
+    static const char *sw[] = {"VMEM_VMM_BIG",         "VMEM_VMM_HOST_BIG",
+                               "VMEM_VMM_DEVICE_BIG",  "VMEM_VMM_GROW_ALIGN",
+                               "VMEM_VMM_MOVE_MIRROR", "VMEM_VMM_MOVE_SWAP",
+                               "VMEM_VMM_FREE_LATE",   "VMEM_VMM_PHASES"};
+    static const int dflt[] = {1, 1, 1, 1, 1, 1, 0, 0};
     static const char *bad[] = {"", "2", "maybe", "00", "0 ", " 1", "-1", "o", "offf"};
     static const struct { const char *text; int on; } good[] = {
         {"0", 0}, {"1", 1}, {"off", 0}, {"OFF", 0}, {"false", 0}, {"no", 0},
@@ -477,6 +483,7 @@ Test(growth, vmm_switches_are_booleans)
     vmm_env_unset();
     backend_vmm_env_t d = vmm_env_ok("(all)", "unset");
     cr_assert(d.big && d.host_big && d.device_big && d.grow_align);
+    cr_assert(d.move_mirror && d.move_swap && !d.free_late && !d.phases);
     cr_assert_eq(d.big_bytes, 64 * MiB);
     cr_assert_eq(d.huge_bytes, 512 * MiB);
     cr_assert_eq(d.split_threads, 1);
@@ -494,13 +501,70 @@ Test(growth, vmm_switches_are_booleans)
         for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
             setenv(sw[v], good[i].text, 1);
             backend_vmm_env_t e = vmm_env_ok(sw[v], good[i].text);
-            int got[] = {e.big, e.host_big, e.device_big, e.grow_align};
+            int got[] = {e.big,         e.host_big, e.device_big, e.grow_align,
+                         e.move_mirror, e.move_swap, e.free_late, e.phases};
+            cr_assert_eq(sizeof got / sizeof got[0], sizeof sw / sizeof sw[0]);
             for (size_t k = 0; k < sizeof got / sizeof got[0]; k++)
-                cr_assert_eq(got[k], k == v ? good[i].on : 1, "%s=%s: switch %zu is %d", sw[v],
-                             good[i].text, k, got[k]);
+                cr_assert_eq(got[k], k == v ? good[i].on : dflt[k], "%s=%s: switch %zu is %d",
+                             sw[v], good[i].text, k, got[k]);
             unsetenv(sw[v]);
         }
     }
+}
+
+/* The study switches of the moves, read again at each move
+ * (backend_vmm_move_switch): a boolean as above, else the default, never
+ * on; an error names a malformed value once per variable.  (They used to
+ * read anything but "0" as on, silently.)  The only test here that calls
+ * backend_vmm_move_switch, so its once-flags start clear (Criterion runs
+ * each test in a process of its own). */
+Test(growth, vmm_move_switches_read_at_each_move)
+{
+    static const struct { backend_vmm_switch_t which; const char *name; int dflt; } sw[] = {
+        {BACKEND_VMM_MOVE_MIRROR, "VMEM_VMM_MOVE_MIRROR", 1},
+        {BACKEND_VMM_MOVE_SWAP, "VMEM_VMM_MOVE_SWAP", 1},
+        {BACKEND_VMM_FREE_LATE, "VMEM_VMM_FREE_LATE", 0},
+        {BACKEND_VMM_PHASES, "VMEM_VMM_PHASES", 0},
+    };
+    static const struct { const char *text; int on; } good[] = {
+        {"0", 0}, {"1", 1}, {"off", 0}, {"Off", 0}, {"FALSE", 0}, {"no", 0},
+        {"on", 1}, {"true", 1}, {"YES", 1},
+    };
+    static const char *bad[] = {"2", "garbage", "offf", "", "00", " 0", "-1"};
+    static log_capture_t cap = LOG_CAPTURE_INIT;
+    cr_assert_eq(sizeof sw / sizeof sw[0], BACKEND_VMM_SWITCHES);
+    vmm_env_unset();
+    capture_reset(&cap);
+    vmem_set_log(capture_log, &cap, VMEM_LOG_WARN);
+    for (size_t v = 0; v < sizeof sw / sizeof sw[0]; v++) {
+        cr_assert_eq(backend_vmm_move_switch(sw[v].which), sw[v].dflt, "%s unset", sw[v].name);
+        for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+            setenv(sw[v].name, good[i].text, 1);
+            cr_assert_eq(backend_vmm_move_switch(sw[v].which), good[i].on, "%s=%s", sw[v].name,
+                         good[i].text);
+        }
+        cr_assert_eq(capture_lines(&cap), 0, "%s: a good value logged \"%s\"", sw[v].name,
+                     cap.last);
+        /* malformed: the default at every move, one error for the first */
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            setenv(sw[v].name, bad[i], 1);
+            for (int move = 0; move < 3; move++)
+                cr_assert_eq(backend_vmm_move_switch(sw[v].which), sw[v].dflt, "%s=\"%s\"",
+                             sw[v].name, bad[i]);
+        }
+        cr_assert_eq(capture_lines(&cap), 1, "%s: %u log lines", sw[v].name,
+                     capture_lines(&cap));
+        cr_assert_eq(cap.last_level, VMEM_LOG_ERROR);
+        char want[128];
+        snprintf(want, sizeof want, "invalid %s=\"%s\" (expected ", sw[v].name, bad[0]);
+        cr_assert(strstr(cap.last, want) != NULL, "%s: logged \"%s\"", sw[v].name, cap.last);
+        /* a good value set again is read again */
+        setenv(sw[v].name, sw[v].dflt ? "off" : "on", 1);
+        cr_assert_eq(backend_vmm_move_switch(sw[v].which), !sw[v].dflt);
+        unsetenv(sw[v].name);
+        capture_reset(&cap);
+    }
+    vmem_set_log(NULL, NULL, VMEM_LOG_WARN);
 }
 
 /* Handle sizes: VMEM_VMM_BIG_MIB a power of two from 4 to 1024 MiB that is
