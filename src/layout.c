@@ -674,7 +674,13 @@ void layout_step_end(layout_t *lo, const place_t *pl, int active)
         return;
     }
     /* Plans made and never started on again (every step starts with other
-     * live blocks, or plans are not worth it): plan less and less often. */
+     * live blocks, or plans are not worth it).  Meant as "plan less and
+     * less often", this stops planning for good once there were three: the
+     * wait set here is set again each time it runs out, so the state never
+     * reaches LAYOUT_MATCH again.  Kept as it is: a retry after the
+     * doubling wait cost gpt2accum's replay 7-9x its ns/op (a plan costs
+     * about two passes there) and changed no held figure
+     * (docs/placement.md, twentieth session). */
     if (lo->unreused > 2) {
         unsigned sh = lo->unreused - 2 < 6 ? lo->unreused - 2 : 6;
         lo->wait = (1u << sh) - 1;
