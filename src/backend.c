@@ -800,49 +800,48 @@ vmem_status_t backend_grow_align_from_env(int *on)
     return env_bool("VMEM_VMM_GROW_ALIGN", getenv("VMEM_VMM_GROW_ALIGN"), 1, on);
 }
 
-vmem_status_t backend_big_from_env(size_t granule, size_t *bytes)
+/* Variable `name` as the size of a handle made of `unit`-byte ones (NULL:
+ * unset, dflt): MiB, a power of two up to cap_mib, at least `floor` bytes,
+ * 2 to max_units whole units (`what`: their name in the error); with
+ * zero_off, 0 (off) too. */
+static vmem_status_t handle_mib_from_env(const char *name, size_t dflt, size_t unit,
+                                         const char *what, int max_units, size_t floor,
+                                         uint64_t cap_mib, int zero_off, size_t *bytes)
 {
-    *bytes = BACKEND_VMM_BIG_DEFAULT;
-    const char *e = getenv("VMEM_VMM_BIG_MIB");
+    *bytes = dflt;
+    const char *e = getenv(name);
     if (!e)
         return VMEM_OK;
-    /* 4 to 1024 MiB, and 2 to 256 granules (4 to 512 MiB with 2 MiB ones) */
-    size_t lo = 2 * granule > ((size_t)4 << 20) ? 2 * granule : (size_t)4 << 20;
-    size_t hi = BACKEND_VMM_BIG_MAX * granule < ((size_t)1024 << 20) ? BACKEND_VMM_BIG_MAX * granule
-                                                                     : (size_t)1024 << 20;
+    size_t lo = 2 * unit > floor ? 2 * unit : floor, cap = (size_t)cap_mib << 20;
+    size_t hi = (size_t)max_units * unit < cap ? (size_t)max_units * unit : cap;
     size_t v = 0;
-    if (mib_parse(e, 1024, &v) != 0 || v < lo || v > hi || v % granule != 0) {
+    if (mib_parse(e, cap_mib, &v) != 0 ||
+        ((v != 0 || !zero_off) && (v < lo || v > hi || v % unit != 0))) {
         vmem_log(NULL, VMEM_LOG_ERROR,
-                 "invalid VMEM_VMM_BIG_MIB=\"%s\" (expected MiB, a power of two from %zu to %zu: "
-                 "2 to %d granules of %zu MiB)",
-                 e, lo >> 20, hi >> 20, BACKEND_VMM_BIG_MAX, granule >> 20);
+                 "invalid %s=\"%s\" (expected %sMiB, a power of two from %zu to %zu: 2 to %d %s "
+                 "of %zu MiB)",
+                 name, e, zero_off ? "0 (off), or " : "", lo >> 20, hi >> 20, max_units, what,
+                 unit >> 20);
         return VMEM_ERR_ENV;
     }
     *bytes = v;
     return VMEM_OK;
 }
 
+/* VMEM_VMM_BIG_MIB: 4 to 1024 MiB, and 2 to BACKEND_VMM_BIG_MAX granules
+ * (4 to 512 MiB with 2 MiB ones). */
+vmem_status_t backend_big_from_env(size_t granule, size_t *bytes)
+{
+    return handle_mib_from_env("VMEM_VMM_BIG_MIB", BACKEND_VMM_BIG_DEFAULT, granule, "granules",
+                               BACKEND_VMM_BIG_MAX, (size_t)4 << 20, 1024, 0, bytes);
+}
+
 /* VMEM_VMM_HUGE_MIB for big handles of `big` bytes: 0 (off), or MiB, a
  * power of two up to 4096 that is 2 to BACKEND_VMM_HUGE_MAX big handles. */
 static vmem_status_t huge_from_env(size_t big, size_t *bytes)
 {
-    *bytes = BACKEND_VMM_HUGE_DEFAULT;
-    const char *e = getenv("VMEM_VMM_HUGE_MIB");
-    if (!e)
-        return VMEM_OK;
-    size_t lo = 2 * big;
-    size_t hi = BACKEND_VMM_HUGE_MAX * big < ((size_t)4096 << 20) ? BACKEND_VMM_HUGE_MAX * big
-                                                                  : (size_t)4096 << 20;
-    size_t v = 0;
-    if (mib_parse(e, 4096, &v) != 0 || (v != 0 && (v < lo || v > hi || v % big != 0))) {
-        vmem_log(NULL, VMEM_LOG_ERROR,
-                 "invalid VMEM_VMM_HUGE_MIB=\"%s\" (expected 0 (off), or MiB, a power of two from "
-                 "%zu to %zu: 2 to %d big handles of %zu MiB)",
-                 e, lo >> 20, hi >> 20, BACKEND_VMM_HUGE_MAX, big >> 20);
-        return VMEM_ERR_ENV;
-    }
-    *bytes = v;
-    return VMEM_OK;
+    return handle_mib_from_env("VMEM_VMM_HUGE_MIB", BACKEND_VMM_HUGE_DEFAULT, big, "big handles",
+                               BACKEND_VMM_HUGE_MAX, 0, 4096, 1, bytes);
 }
 
 /* VMEM_VMM_HOST_KEEP: a size, or all (SIZE_MAX, the default). */

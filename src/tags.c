@@ -196,6 +196,14 @@ static int tags_reclaim_deferred(vmem_t *v, size_t need)
     return 1;
 }
 
+/* tags_reclaim_deferred while the room under the shared limit is less than
+ * `need` bytes and blocks still go back. */
+static void tags_reclaim_for(vmem_t *v, size_t need)
+{
+    while (tags_short(v, need) && tags_reclaim_deferred(v, need))
+        ;
+}
+
 /* Device bytes a tag's move of host data back (bfc_rebalance, and
  * bfc_resume after keep) needs: the host-backed granules its live blocks
  * touch, each once.  After a discard (bfc_resume maps the regions that
@@ -423,9 +431,7 @@ vmem_status_t vmem_resume_ex(vmem_t *v, unsigned tag, unsigned flags)
         size_t need = t->arena.held_host + t->arena.parked;
         if (tags_short(v, need)) {
             tags_release_all(v, &t->arena);
-            need = tag_host_need(&t->arena);
-            while (tags_short(v, need) && tags_reclaim_deferred(v, need))
-                ;
+            tags_reclaim_for(v, tag_host_need(&t->arena));
         }
         tags_sync(v);
         st = bfc_resume(&t->arena, (flags & VMEM_RESUME_SPILL) != 0, vmem_host_room(v), &m);
@@ -480,9 +486,8 @@ void tags_step_end(vmem_t *v)
          * tag's own blocks. */
         if (v->dev.held + tags_held(v) + a->held_host > a->limit) {
             tags_release_all(v, a);
-            size_t need = a->pending || a->hold_host ? 0 : tag_host_need(a);
-            while (need && tags_short(v, need) && tags_reclaim_deferred(v, need))
-                ;
+            if (!a->pending && !a->hold_host)
+                tags_reclaim_for(v, tag_host_need(a));
         }
         tags_sync(v);
         bfc_rebalance(a, v->host_fallback ? vmem_host_room(v) : 0, NULL);
