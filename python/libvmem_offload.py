@@ -704,6 +704,12 @@ class Offload:
         # device (the arena's regions 4-39 -> 39-84); docs/placement.md,
         # "Fetching back by room".  Not with pace_room (one watermark reader).
         self.fetch_room = False
+        # ahead_min: records the fetch ahead may hold whatever its window
+        # (1: one, so that a record larger than the window still comes
+        # ahead; 2: double buffering, the next record's copy back runs
+        # while the one before waits for its consumer).  The room under
+        # the target bounds it as before.
+        self.ahead_min = 1
         self.room = RoomAhead()
         self.last_demand = 0
         self._skip_limit = None  # the limit the skips were learned under
@@ -725,6 +731,7 @@ class Offload:
         self.pending = []       # (record, device tensor) whose copy out may run
         self.pending_bytes = 0
         self.fetched_bytes = 0  # fetched ahead, not unpacked yet
+        self.fetched_count = 0  # the records behind fetched_bytes
         # records[fetch_next]: the highest record not yet fetched or unpacked
         # (None: from the last); every record above it has been
         self.fetch_next = None
@@ -755,6 +762,10 @@ class Offload:
         self.step_room_known = 0  # backward hook calls where fetch by room knew the room ahead
         self.step_bw_hooks = 0    # backward hook calls that read the watermark for it
         self.step_no_fit = 0      # fetches by room put off: no free block fitted them
+        # the fetch ahead's walks that stopped at a record it could not
+        # fetch yet: for its window, or for want of room under the target
+        self.step_stop_window = 0
+        self.step_stop_room = 0
         self.step_reclaimed = 0
         self.step_skipped = 0
         self.step_fwd_max = 0  # device bytes in use at the step's maximum before a backward pass
@@ -801,6 +812,8 @@ class Offload:
                               "ahead_max": self.step_ahead_max,
                               "room_known": self.step_room_known, "bw_hooks": self.step_bw_hooks,
                               "no_fit": self.step_no_fit,
+                              "stop_window": self.step_stop_window,
+                              "stop_room": self.step_stop_room,
                               "reclaimed": self.step_reclaimed, "skipped": self.step_skipped,
                               "budget": self.budget.bytes, "device_max": dmax, "host_max": hmax,
                               "fwd_max": self.step_fwd_max,
@@ -1169,6 +1182,7 @@ class Offload:
         if ahead:
             r.fetched = True
             self.fetched_bytes += r.nbytes
+            self.fetched_count += 1
         self.step_reclaimed += r.nbytes
         self.totals["reclaimed_bytes"] += r.nbytes
 
@@ -1195,7 +1209,8 @@ class Offload:
                 k -= 1
                 continue
             if (ahead is None and self.fetched_bytes + r.nbytes > self.budget.window_in and
-                    self.fetched_bytes):
+                    self.fetched_count >= self.ahead_min):
+                self.step_stop_window += 1
                 return
             if used is None:
                 used, limit = self.in_use(r.device.index or 0)
@@ -1207,6 +1222,7 @@ class Offload:
             # is done, so holding it early is not free)
             i = self._pending_at(r)
             if used + (0 if i >= 0 else r.nbytes) > self.budget.target(limit):
+                self.step_stop_room += 1
                 return
             # fetched by room, the copy back is allocated in the backward's
             # middle, where the free memory may lie in pieces: an allocation
@@ -1225,6 +1241,7 @@ class Offload:
                 self._fetch(r, self._streams(r.device)[1])
                 used += r.nbytes
                 self.fetched_bytes += r.nbytes
+                self.fetched_count += 1
                 self.step_prefetched += r.nbytes
                 self.totals["prefetched_bytes"] += r.nbytes
             self.step_ahead_max = max(self.step_ahead_max, self.fetched_bytes)
@@ -1327,6 +1344,7 @@ class Offload:
         last (autograd holds it from there)."""
         if r.fetched and r.unpacks == 0:
             self.fetched_bytes -= r.nbytes
+            self.fetched_count -= 1
         dev = r.dev
         r.unpacks += 1
         if r.unpacks >= r.packs:

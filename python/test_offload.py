@@ -525,6 +525,41 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(o.step_late, 4 * MiB)
         self.assertEqual(o.step_late_no_room, 0)  # room there was: 5 had not been fetched yet
 
+    def test_records_larger_than_the_window_come_ahead_one_or_two_at_a_time(self):
+        # a window smaller than one record: by default one record is held
+        # ahead; with ahead_min 2 the next one's copy back is queued while
+        # the one before waits for its consumer (double buffering), and a
+        # third waits for the first to be handed out
+        for ahead_min, held in ((1, [4]), (2, [3, 4])):
+            torch, o, _ = make(GiB)
+            o.budget.window_in = 2 * MiB
+            o.ahead_min = ahead_min
+            ts, packed = offloaded(torch, o, 6)
+            o.unpack(packed[5])  # late: the fetch ahead starts behind it
+            self.assertEqual([k for k in range(6) if packed[k].dev is not None], held)
+            self.assertEqual(o.fetched_count, ahead_min)
+            self.assertEqual(o.fetched_bytes, ahead_min * 4 * MiB)
+            self.assertGreater(o.step_stop_window, 0)
+            torch.log.clear()
+            for k in (4, 3, 2, 1, 0):
+                self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
+                self.assertLessEqual(o.fetched_count, ahead_min)
+            self.assertNotIn("h2d-late", [k for k, _ in torch.log])
+            self.assertEqual((o.fetched_bytes, o.fetched_count), (0, 0))
+            self.assertEqual(o.step_late, 4 * MiB)
+
+    def test_double_buffering_stays_within_the_room(self):
+        # ahead_min lifts the window, not the room: with room under the
+        # target for one record only, one comes ahead
+        torch, o, state = make(GiB)
+        o.budget.window_in = 2 * MiB
+        o.ahead_min = 2
+        ts, packed = offloaded(torch, o, 4)
+        o.budget.target = lambda lim: state["used"] + 4 * MiB
+        o.unpack(packed[3])
+        self.assertEqual(o.fetched_count, 1)
+        self.assertGreater(o.step_stop_room, 0)
+
     def test_a_record_unpacked_out_of_order_leaves_the_others_to_be_fetched_ahead(self):
         torch, o, _ = make(GiB)
         o.budget.window_in = 4 * MiB

@@ -32,7 +32,8 @@ rule chosen), CUT_RAISED (R, 3), CUT_UNCUT (0: no uncut process), CUT_PROFILE
 (1: profiler table of the last step of each cut), CUT_OFFLOAD_WINDOW_FRAC (a
 study knob: the offload's windows as a fraction of the limit, default 1/32),
 CUT_OFFLOAD_WINDOW_IN_FRAC (the fetch ahead's window alone, not capped at
-512 MiB; a study knob),
+512 MiB; a study knob), CUT_OFFLOAD_AHEAD_MIN (records the fetch ahead may
+hold whatever its window, default 1; 2: double buffering; a study knob),
 CUT_OFFLOAD_SPREAD (1: offload candidates spread over the pass, in the
 proportion budget / offloadable, rather than the first ones; with
 CUT_OFFLOAD_SPREAD_AUTO=0, else the rule below sets it at each step end),
@@ -360,8 +361,9 @@ def worker(a):
     choice = os.environ.get("CUT_OFFLOAD_CHOICE")
     nac = os.environ.get("CUT_OFFLOAD_NAIVE_AT_CUT")
     skew_min = os.environ.get("CUT_OFFLOAD_SKEW_MIN")
+    ahead_min = os.environ.get("CUT_OFFLOAD_AHEAD_MIN")
     if (any(os.environ.get(name) for name, _, _ in switches) or wf or wi or choice or nac or
-            skew_min) and \
+            skew_min or ahead_min) and \
             L.offload_stats().get("installed"):
         off = libvmem_offload._off
         for name, part, attr in switches:
@@ -376,6 +378,8 @@ def worker(a):
             off.budget.window_frac = float(wf)
         if skew_min:
             off.skew_min = float(skew_min)
+        if ahead_min:
+            off.ahead_min = int(ahead_min)
         if wi:
             off.budget.window_in_frac = float(wi)
             # a study of the fetch ahead's window: not capped at window_max
@@ -542,7 +546,7 @@ def worker(a):
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
                         "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
                         "spread", "choice", "skew", "ahead_max", "room_known", "bw_hooks",
-                        "no_fit", "tensors", "host_pinned_new")}
+                        "no_fit", "tensors", "host_pinned_new", "stop_window", "stop_room")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                     rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
@@ -594,11 +598,12 @@ def worker(a):
                     log("    hooks: pack %.1f ms, unpack %.1f ms, waits %.1f ms; Python's garbage "
                         "collector %d runs, %.1f ms; trims %d (%.2f GB); "
                         "fetch by room: room ahead known at %d of %d backward hook calls, at most "
-                        "%.2f GB fetched ahead at once, %d fetches put off for want of a free block" % (
+                        "%.2f GB fetched ahead at once, %d fetches put off for want of a free block; "
+                        "the fetch ahead stopped %d times at its window, %d for room" % (
                             o["pack_s"] * 1e3, o["unpack_s"] * 1e3, o["wait_s"] * 1e3,
                             rec["gc_runs"], rec["gc_ms"], rec["trims"],
                             rec["trimmed"] / 1e9, o["room_known"], o["bw_hooks"],
-                            o["ahead_max"] / 1e9, o["no_fit"]))
+                            o["ahead_max"] / 1e9, o["no_fit"], o["stop_window"], o["stop_room"]))
                     if o["hooks"]:
                         log("    pace_room: %d hook calls (%d excursions known), largest "
                             "excursion %.2f GB, %d waits for room; largest miss %.2f GB at "
