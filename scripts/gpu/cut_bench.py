@@ -47,6 +47,10 @@ default: candidates below the median size of the last step's largest pass
 stay on the device),
 CUT_OFFLOAD_DENSE (0: only contiguous saved tensors are candidates, not those
 dense in another order such as channels_last, the way before),
+CUT_ALT (ATTR=V1,V2: an offload attribute, budget.ATTR for its budget, set to
+V1 and V2 in turn at each cut step from CUT_ALT_FROM, default 4, on; each
+value's steps are summarised per cut: a within-process A/B for knobs whose
+effect is per step, free of the spread between processes),
 CUT_OFFLOAD_CHOICE (1: the offload measures both ways per limit and keeps the
 faster, libvmem_offload.Choice; a study knob, needs CUT_STEPS of 24 or so),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
@@ -384,6 +388,29 @@ def worker(a):
             off.budget.window_in_frac = float(wi)
             # a study of the fetch ahead's window: not capped at window_max
             off.budget.window_in_max = 1 << 40
+    alt = os.environ.get("CUT_ALT")
+    alt_from = int(os.environ.get("CUT_ALT_FROM") or 4)
+    if alt:  # ATTR=V1,V2: an offload knob alternated per cut step
+        attr, vals = alt.split("=", 1)
+        alt = (attr, [float(v) for v in vals.split(",")])
+
+    def alternate(frac, k):
+        """CUT_ALT: the value for cut step k (from CUT_ALT_FROM on), set on
+        the offload (budget.X: on its Budget, windows recomputed); None
+        when not alternating."""
+        if not alt or frac is None or frac >= 1.0 or k < alt_from or \
+                not L.offload_stats().get("installed"):
+            return None
+        attr, vals = alt
+        v = vals[(k - alt_from) % len(vals)]
+        obj = libvmem_offload._off
+        if attr.startswith("budget."):
+            obj, attr = obj.budget, attr[len("budget."):]
+        setattr(obj, attr, v)
+        if obj is libvmem_offload._off.budget and obj.limit:
+            obj.set_limit(obj.limit)
+        return v
+
     torch.manual_seed(0)
     torch.cuda.manual_seed_all(0)
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -428,6 +455,7 @@ def worker(a):
                 L.set_limit(lim)
                 res.setdefault("limits", {})[name] = lim
             for k in range(n):
+                alt_val = alternate(frac, k)
                 s0 = L.stats()
                 r0 = region_counts()
                 gc0 = (gc_clock["runs"], gc_clock["ms"])
@@ -489,6 +517,7 @@ def worker(a):
                 s1 = L.stats()
                 r1 = region_counts()
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
+                       "alt": alt_val,
                        "cpu_ms": t_cpu * 1e3,
                        "gc_runs": gc_clock["runs"] - gc0[0], "gc_ms": gc_clock["ms"] - gc0[1],
                        "libvmem_steps": s1["steps"] - s0["steps"],
@@ -610,6 +639,20 @@ def worker(a):
                             "call %d" % (o["hooks"], o["ex_known"], o["ex_max"] / 1e9,
                                          o["room_waits"], o["ex_miss"] / 1e9, o["ex_miss_at"]))
                 i += 1
+            alt_steps = [s for s in res["steps"] if s["phase"] == name and s.get("alt") is not None]
+            if alt_steps:  # CUT_ALT: each value's steps in this cut
+                parts = []
+                for v in alt[1]:
+                    vs = [s for s in alt_steps if s["alt"] == v]
+                    if vs:
+                        parts.append("%s=%g: %d steps, median %.1f ms (fwd %.1f, bwd %.1f), "
+                                     "each %s" % (
+                                         alt[0], v, len(vs),
+                                         statistics.median(s["ms"] for s in vs),
+                                         statistics.median(s["fwd_ms"] for s in vs),
+                                         statistics.median(s["bwd_ms"] for s in vs),
+                                         " ".join("%.1f" % s["ms"] for s in vs)))
+                log("alternate %s %s %s: %s" % (a.job, a.mode, name, "; ".join(parts)))
         if a.bandwidth:
             res["bandwidth"] = bandwidths(L, torch)
             log("bandwidth", res["bandwidth"])
