@@ -319,6 +319,32 @@ class BudgetTest(unittest.TestCase):
             got = b.step_end(10 * GiB, 1 * GiB, 0, 8 * GiB)
         self.assertEqual(got, 0)
 
+    def test_a_step_that_looked_and_could_offload_nothing_does_not_raise_the_budget(self):
+        # a job over its limit whose saved tensors are all ineligible: the
+        # first step end starts the budget; later ones, which looked and
+        # found nothing to offload, keep it instead of adding to it forever
+        b = off.Budget()
+        first = b.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0)
+        self.assertGreater(first, 0)
+        for _ in range(50):
+            self.assertEqual(b.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0, looked=True), first)
+        # room to spare still lowers it
+        self.assertLess(b.step_end(10 * GiB, GiB, 0, 0, looked=True), first)
+        # a step that did not look (budget 0) raises it as before
+        b2 = off.Budget()
+        self.assertGreater(b2.step_end(10 * GiB, 9 * GiB, 4 * GiB, 0, looked=False), 0)
+
+    def test_offload_budget_stays_bounded_when_nothing_is_eligible(self):
+        torch, o, state = make(0, limit=10 * GiB)
+        budgets = []
+        for _ in range(6):
+            small = torch.cuda_tensor(256 * 1024, 1.0)  # below min_bytes: never a candidate
+            self.assertIs(o.pack(small), small)
+            o.step_end(lambda dev: (state["limit"], 9 * GiB, 4 * GiB))
+            budgets.append(o.budget.bytes)
+        self.assertGreater(budgets[0], 0)
+        self.assertEqual(budgets, [budgets[0]] * 6)
+
     def test_a_step_just_under_the_target_keeps_the_budget(self):
         b = off.Budget()
         b.bytes = 2 * GiB
