@@ -351,31 +351,35 @@ done:
 /* Reading the file                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Records a bad state; logs only when it differs from the last one. */
+/* Records a bad state; logs only when it differs from the last one.  A new
+ * bad state is published (state, count) in one step once its line is out:
+ * whoever reads them (vmemctl, the stats JSON, a test) sees the error state
+ * only with its count and its line logged.  Only the watcher thread (and
+ * control_start before it runs) reads the file, so nothing changes the
+ * state between the check and the publication. */
 static void state_bad(struct control *c, enum file_state st, uint64_t h, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void state_bad(struct control *c, enum file_state st, uint64_t h, const char *fmt, ...)
 {
     pthread_mutex_lock(&c->lock);
     int fresh = c->state != st || c->bad_hash != h;
+    int have_good = c->file_gen > 0;
+    pthread_mutex_unlock(&c->lock);
+    if (fresh) {
+        char msg[400];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        vmem_log(c->v, VMEM_LOG_ERROR, "control file %s: %s; %s", c->path, msg,
+                 have_good ? "keeping the last good setting" : "nothing applied from it yet");
+    }
+    pthread_mutex_lock(&c->lock);
     c->state = st;
     c->bad_hash = h;
     c->good_hash = 0;
-    int have_good = c->file_gen > 0;
-    pthread_mutex_unlock(&c->lock);
-    if (!fresh)
-        return;
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    vmem_log(c->v, VMEM_LOG_ERROR, "control file %s: %s; %s", c->path, msg,
-             have_good ? "keeping the last good setting" : "nothing applied from it yet");
-    /* Counted once the line is out: whoever reads the count (vmemctl, the
-     * stats JSON, a test) can rely on the line having been logged. */
-    pthread_mutex_lock(&c->lock);
-    c->errors++;
+    if (fresh)
+        c->errors++;
     pthread_mutex_unlock(&c->lock);
 }
 

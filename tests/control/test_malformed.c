@@ -234,3 +234,55 @@ Test(control_malformed, bad_file_at_start_keeps_the_configuration, .timeout = 30
     free(ctl);
     dir_remove(dir);
 }
+
+/* While an error line is being logged, the state readers see is still the
+ * one before it: nobody reads the error state with a count that does not
+ * include it.  The log function reads the status from the watcher thread,
+ * at the moment the line is written (the old order set the state first and
+ * counted after the line: this saw in_error with 0 errors). */
+static vmem_t *seen_v;
+static atomic_int seen_lines, seen_torn;
+static void seen_log(void *ctx, vmem_log_level_t level, const char *msg)
+{
+    (void)ctx;
+    if (level < VMEM_LOG_ERROR || !strstr(msg, "control file") || !seen_v)
+        return;
+    control_status_t cs;
+    if (control_get_status(seen_v, &cs) != VMEM_OK)
+        return;
+    atomic_fetch_add(&seen_lines, 1);
+    if (cs.in_error && cs.errors < (uint64_t)atomic_load(&seen_lines))
+        atomic_fetch_add(&seen_torn, 1);
+}
+
+Test(control_malformed, the_error_state_is_never_seen_without_its_count, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    file_put_atomic(ctl, "{\"limit\": \"512M\"}");
+    vmem_config_t cfg;
+    vmem_config_init(&cfg);
+    cfg.backend = VMEM_BACKEND_SIM;
+    cfg.sim_capacity = 12 * GiB;
+    cfg.limit = 1 * GiB;
+    cfg.host_limit = 4 * GiB;
+    cfg.control_file = ctl;
+    cfg.log_fn = seen_log;
+    vmem_t *v = NULL;
+    cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+    seen_v = v;
+    const char *bad[] = {"{oops", "{\"limit\": -1}", "[]", "{\"limit\": \"lots\"}"};
+    for (int i = 0; i < 4; i++) {
+        file_put_atomic(ctl, bad[i]);
+        cr_assert(WAIT_FOR(status_of(v).errors == (uint64_t)i + 1), "case %d not counted", i);
+        cr_assert(status_of(v).in_error);
+        file_put_atomic(ctl, "{\"limit\": \"512M\"}");
+        cr_assert(WAIT_FOR(!status_of(v).in_error), "case %d: the good file not seen", i);
+    }
+    cr_assert_eq(atomic_load(&seen_lines), 4);
+    cr_assert_eq(atomic_load(&seen_torn), 0, "the error state was readable before its count");
+    seen_v = NULL;
+    vmem_destroy(v);
+    free(ctl);
+    dir_remove(dir);
+}

@@ -213,10 +213,10 @@ Test(control_stats, control_state_is_reported, .timeout = 30)
     free(text);
 
     file_put_atomic(ctl, "{oops");
-    /* The error is counted once its line is logged, just after the state
-     * turns to error (control.c): wait for the count, not the state alone
-     * (the race made this test fail now and then). */
-    cr_assert(WAIT_FOR(status_of(v).in_error && status_of(v).errors == 1));
+    /* The error state and its count are published together, once the
+     * line is logged (control.c, state_bad). */
+    cr_assert(WAIT_FOR(status_of(v).in_error));
+    cr_assert_eq(status_of(v).errors, 1);
     cr_assert_eq(vmem_step_end(v), VMEM_OK);
     text = slurp(stats, &len);
     root = cJSON_Parse(text);
