@@ -177,8 +177,9 @@ static inline void file_put_inplace(const char *path, const char *text)
 
 /* A sim instance with the given limit (also the start cap), control file,
  * statistics file (NULL: none), log counter and immediate flag. */
-static inline vmem_t *instance_make(size_t limit, const char *control, const char *stats,
-                                    logcount_t *lc, int immediate)
+/* A sim instance whose log lines go to log_fn (NULL: the default log). */
+static inline vmem_t *instance_make_log(size_t limit, const char *control, const char *stats,
+                                        vmem_log_fn log_fn, void *log_ctx, int immediate)
 {
     vmem_config_t cfg;
     vmem_config_init(&cfg);
@@ -189,15 +190,22 @@ static inline vmem_t *instance_make(size_t limit, const char *control, const cha
     cfg.control_file = control;
     cfg.stats_file = stats;
     cfg.control_immediate = immediate;
-    if (lc) {
-        cfg.log_fn = logcount_fn;
-        cfg.log_ctx = lc;
+    if (log_fn) {
+        cfg.log_fn = log_fn;
+        cfg.log_ctx = log_ctx;
     }
     vmem_t *v = NULL;
     vmem_status_t st = vmem_create(&cfg, &v);
     cr_assert_eq(st, VMEM_OK, "vmem_create: %s", vmem_strerror(st));
     return v;
 }
+
+static inline vmem_t *instance_make(size_t limit, const char *control, const char *stats,
+                                    logcount_t *lc, int immediate)
+{
+    return instance_make_log(limit, control, stats, lc ? logcount_fn : NULL, lc, immediate);
+}
+
 
 static inline size_t limit_of(vmem_t *v)
 {

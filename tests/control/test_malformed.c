@@ -260,16 +260,7 @@ Test(control_malformed, the_error_state_is_never_seen_without_its_count, .timeou
     char *dir = dir_make();
     char *ctl = path_join(dir, "control.json");
     file_put_atomic(ctl, "{\"limit\": \"512M\"}");
-    vmem_config_t cfg;
-    vmem_config_init(&cfg);
-    cfg.backend = VMEM_BACKEND_SIM;
-    cfg.sim_capacity = 12 * GiB;
-    cfg.limit = 1 * GiB;
-    cfg.host_limit = 4 * GiB;
-    cfg.control_file = ctl;
-    cfg.log_fn = seen_log;
-    vmem_t *v = NULL;
-    cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+    vmem_t *v = instance_make_log(1 * GiB, ctl, NULL, seen_log, NULL, 0);
     seen_v = v;
     const char *bad[] = {"{oops", "{\"limit\": -1}", "[]", "{\"limit\": \"lots\"}"};
     for (int i = 0; i < 4; i++) {
