@@ -173,3 +173,46 @@ for k in [int(x) for x in sys.argv[2:]]:
         placed.append((a, size, iv))
     print("step %d -> %d: plan top %.2f GB; %d of %d blocks collide in the next step (%.3f GB)" % (
         k, k + 1, top / 1e9, bad, len(nxt), badb / 1e9))
+
+def mapped_peak(k):
+    """The cyclic plan of step k (fixed blocks stacked first, then first fit decreasing), and the
+    most 2 MiB granules its live blocks touch at any moment: the device memory a range laid out
+    this way must have mapped."""
+    T = steps[k]
+    fixed = [(size, [(0, T)]) for (s0, e0, s1, e1, size) in blocks if s0 < k and s1 > k + 1]
+    its = [(size, iv) for _, size, iv in step_items(k)]
+    placed = []
+    base = 0
+    for size, iv in sorted(fixed, key=lambda x: -x[0]):
+        placed.append((base, size, iv)); base += size
+    for size, iv in sorted(its, key=lambda x: -x[0]):
+        confl = sorted((a0, a0 + s0) for a0, s0, iv0 in placed
+                       if any(x < y2 and x2 < y for x, y in iv for x2, y2 in iv0))
+        addr = 0
+        for lo, hi in confl:
+            if addr + size <= lo: break
+            addr = max(addr, hi)
+        placed.append((addr, size, iv))
+    evs = []
+    for a, size, iv in placed:
+        g0, g1 = a // GR, (a + size - 1) // GR + 1
+        for x, y in iv:
+            evs.append((x, 1, g0, g1)); evs.append((y, -1, g0, g1))
+    evs.sort(key=lambda e: (e[0], e[1]))
+    ref = {}
+    cur = peak = 0
+    for t, d, g0, g1 in evs:
+        for g in range(g0, g1):
+            c = ref.get(g, 0)
+            if d > 0 and c == 0: cur += 1
+            if d < 0 and c == 1: cur -= 1
+            ref[g] = c + d
+        peak = max(peak, cur)
+    return peak * GR, max(a + s for a, s, _ in placed)
+print("granules (2 MiB) the cyclic plan keeps mapped at its worst moment:")
+for k in [int(x) for x in sys.argv[2:]]:
+    T, lim, peak, through, top = study(k)
+    lim = lim or 84465090560
+    m, t = mapped_peak(k)
+    print("step %d: %.2f GB mapped at most (%.3f of the limit; peak live %.2f GB), range top %.2f GB" % (
+        k, m / 1e9, m / lim, peak / 1e9, t / 1e9))
