@@ -8,7 +8,7 @@ its blocks (per step, then cyclic: blocks that live into the next step keep thei
 a plan made from step k followed in step k+1, blocks matched by allocation order, counting the
 blocks that would collide. Sizes rounded to 256 bytes; granules not counted. Throw-away: read in
 docs/placement.md, "A layout under a limit: what perfect knowledge packs to"."""
-import gzip, sys, bisect
+import gzip, sys
 path = sys.argv[1]
 ALIGN = 256
 GR = 2 << 20
@@ -43,6 +43,25 @@ steps[step] = cur_ev_in_step
 for k,(s0,e0,size) in live.items():
     blocks.append((s0, e0, 10**9, 0, size))
 
+def overlap(iv, iv0):
+    """Whether two blocks' lifetimes (lists of [from, to) intervals) meet."""
+    return any(x < y2 and x2 < y for x, y in iv for x2, y2 in iv0)
+
+
+def first_fit(items, placed):
+    """Each (size, intervals) of items, in their order, at the lowest address free over its
+    lifetime among the blocks placed so far (appended to placed); returns their addresses."""
+    addrs = []
+    for size, iv in items:
+        confl = sorted((a0, a0 + s0) for a0, s0, iv0 in placed if overlap(iv, iv0))
+        addr = 0
+        for lo, hi in confl:
+            if addr + size <= lo: break
+            addr = max(addr, hi)
+        placed.append((addr, size, iv)); addrs.append(addr)
+    return addrs
+
+
 def study(k):
     """Step k as a period: each block's intervals within [0, T) of step k."""
     T = steps[k]
@@ -68,18 +87,8 @@ def study(k):
     through = sum(size for size, iv, b, a in items if iv == [(0, T)])
     # first fit, largest first, intervals checked against placed blocks
     placed = []  # (addr, size, iv)
-    top = 0
-    for size, iv, _, _ in sorted(items, key=lambda x: -x[0]):
-        # candidate addresses: 0 and ends of placed blocks overlapping in time
-        confl = [(a0, a0 + s0) for a0, s0, iv0 in placed
-                 if any(x < y2 and x2 < y for x, y in iv for x2, y2 in iv0)]
-        confl.sort()
-        addr = 0
-        for lo, hi in confl:
-            if addr + size <= lo: break
-            addr = max(addr, hi)
-        placed.append((addr, size, iv))
-        top = max(top, addr + size)
+    first_fit([(size, iv) for size, iv, _, _ in sorted(items, key=lambda x: -x[0])], placed)
+    top = max(a + size for a, size, _ in placed)
     return T, step_limit.get(k), peak, through, top
 
 for k in [int(x) for x in sys.argv[2:]]:
@@ -106,17 +115,9 @@ def cyclic(k):
         elif s0 == k and s1 == k: items.append((size, [(e0, e1)]))
         elif s0 == k and s1 == k + 1: items.append((size, [(e0, T), (0, e1)]))
         elif s0 == k and s1 > k + 1: items.append((size, [(0, T)]))
-    placed = []; top = 0
-    for size, iv in sorted(items, key=lambda x: -x[0]):
-        confl = sorted((a0, a0 + s0) for a0, s0, iv0 in placed
-                       if any(x < y2 and x2 < y for x, y in iv for x2, y2 in iv0))
-        addr = 0
-        for lo, hi in confl:
-            if addr + size <= lo: break
-            addr = max(addr, hi)
-        placed.append((addr, size, iv)); top = max(top, addr + size)
-    # the same layout's peak, with 2 MiB granules: bytes of granules touched at the worst moment
-    return top
+    placed = []
+    first_fit(sorted(items, key=lambda x: -x[0]), placed)
+    return max(a + size for a, size, _ in placed)
 print("cyclic (blocks crossing into the next step keep their address), first fit decreasing:")
 for k in [int(x) for x in sys.argv[2:]]:
     T, lim, peak, through, top = study(k)
@@ -136,6 +137,9 @@ def step_items(k):
     return out
 
 def plan(k):
+    """The cyclic plan of step k: the blocks live through it stacked first, then its own blocks
+    by first fit, largest first.  Returns each own block's address (by allocation order), the
+    number of blocks stacked first, and every placement (addr, size, intervals)."""
     T = steps[k]
     fixed = [(size, [(0, T)]) for (s0, e0, s1, e1, size) in blocks if s0 < k and s1 > k + 1]
     its = step_items(k)
@@ -144,21 +148,13 @@ def plan(k):
     base = 0
     for size, iv in sorted(fixed, key=lambda x: -x[0]):  # fixed first, stacked
         placed.append((base, size, iv)); base += size
-    addr_of = {}
-    for i in order:
-        _, size, iv = its[i]
-        confl = sorted((a0, a0 + s0) for a0, s0, iv0 in placed
-                       if any(x < y2 and x2 < y for x, y in iv for x2, y2 in iv0))
-        addr = 0
-        for lo, hi in confl:
-            if addr + size <= lo: break
-            addr = max(addr, hi)
-        placed.append((addr, size, iv)); addr_of[i] = addr
-    return addr_of, placed[:len(fixed)], max(a + s for a, s, _ in placed)
+    addrs = first_fit([its[i][1:] for i in order], placed)
+    return dict(zip(order, addrs)), len(fixed), placed
 
 print("a plan from step k followed in step k+1 (blocks matched by allocation order):")
 for k in [int(x) for x in sys.argv[2:]]:
-    addr_of, fixed, top = plan(k)
+    addr_of, nfixed, placed = plan(k)
+    fixed, top = placed[:nfixed], max(a + s for a, s, _ in placed)
     nxt = step_items(k + 1)
     cur = step_items(k)
     if len(nxt) != len(cur) or any(a[1] != b[1] for a, b in zip(cur, nxt)):
@@ -167,32 +163,16 @@ for k in [int(x) for x in sys.argv[2:]]:
     bad = badb = 0
     for i, (_, size, iv) in enumerate(nxt):
         a = addr_of[i]
-        hit = any(a < a0 + s0 and a0 < a + size and any(x < y2 and x2 < y for x, y in iv for x2, y2 in iv0)
-                  for a0, s0, iv0 in placed)
+        hit = any(a < a0 + s0 and a0 < a + size and overlap(iv, iv0) for a0, s0, iv0 in placed)
         if hit: bad += 1; badb += size
         placed.append((a, size, iv))
     print("step %d -> %d: plan top %.2f GB; %d of %d blocks collide in the next step (%.3f GB)" % (
         k, k + 1, top / 1e9, bad, len(nxt), badb / 1e9))
 
 def mapped_peak(k):
-    """The cyclic plan of step k (fixed blocks stacked first, then first fit decreasing), and the
-    most 2 MiB granules its live blocks touch at any moment: the device memory a range laid out
-    this way must have mapped."""
-    T = steps[k]
-    fixed = [(size, [(0, T)]) for (s0, e0, s1, e1, size) in blocks if s0 < k and s1 > k + 1]
-    its = [(size, iv) for _, size, iv in step_items(k)]
-    placed = []
-    base = 0
-    for size, iv in sorted(fixed, key=lambda x: -x[0]):
-        placed.append((base, size, iv)); base += size
-    for size, iv in sorted(its, key=lambda x: -x[0]):
-        confl = sorted((a0, a0 + s0) for a0, s0, iv0 in placed
-                       if any(x < y2 and x2 < y for x, y in iv for x2, y2 in iv0))
-        addr = 0
-        for lo, hi in confl:
-            if addr + size <= lo: break
-            addr = max(addr, hi)
-        placed.append((addr, size, iv))
+    """The cyclic plan of step k (plan), and the most 2 MiB granules its live blocks touch at
+    any moment: the device memory a range laid out this way must have mapped."""
+    _, _, placed = plan(k)
     evs = []
     for a, size, iv in placed:
         g0, g1 = a // GR, (a + size - 1) // GR + 1
