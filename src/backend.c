@@ -756,10 +756,10 @@ static int sim_files_open(sim_backend_t *s)
 /* Settings of vmm and sim-vmm from the environment (backend.h)             */
 /* ------------------------------------------------------------------------ */
 
-/* Variable `name` with value val (NULL: unset) as a boolean, dflt when
- * unset. */
-static vmem_status_t env_bool(const char *name, const char *val, int dflt, int *out)
+/* Environment variable `name` as a boolean, dflt when unset. */
+static vmem_status_t env_bool(const char *name, int dflt, int *out)
 {
+    const char *val = getenv(name);
     *out = dflt;
     if (val && options_parse_bool(val, out) != 0) {
         vmem_log(NULL, VMEM_LOG_ERROR, "invalid %s=\"%s\" (expected on or off)", name, val);
@@ -768,10 +768,11 @@ static vmem_status_t env_bool(const char *name, const char *val, int dflt, int *
     return VMEM_OK;
 }
 
-/* Variable `name` with value val (NULL: unset) as a number of threads from
- * 1 to max, dflt when unset. */
-static vmem_status_t env_threads(const char *name, const char *val, int dflt, int max, int *out)
+/* Environment variable `name` as a number of threads from 1 to max, dflt
+ * when unset. */
+static vmem_status_t env_threads(const char *name, int dflt, int max, int *out)
 {
+    const char *val = getenv(name);
     *out = dflt;
     if (!val)
         return VMEM_OK;
@@ -797,7 +798,7 @@ static int mib_parse(const char *s, uint64_t hi, size_t *bytes)
 
 vmem_status_t backend_grow_align_from_env(int *on)
 {
-    return env_bool("VMEM_VMM_GROW_ALIGN", getenv("VMEM_VMM_GROW_ALIGN"), 1, on);
+    return env_bool("VMEM_VMM_GROW_ALIGN", 1, on);
 }
 
 /* Variable `name` as the size of a handle made of `unit`-byte ones (NULL:
@@ -872,8 +873,7 @@ static const struct {
 
 static vmem_status_t vmm_switch_from_env(backend_vmm_switch_t which, int *out)
 {
-    const char *name = vmm_switches[which].name;
-    return env_bool(name, getenv(name), vmm_switches[which].dflt, out);
+    return env_bool(vmm_switches[which].name, vmm_switches[which].dflt, out);
 }
 
 int backend_vmm_move_switch(backend_vmm_switch_t which)
@@ -896,17 +896,16 @@ vmem_status_t backend_vmm_env(size_t granule, backend_vmm_env_t *out)
 {
     backend_vmm_env_t e;
     memset(&e, 0, sizeof e);
-    if (env_bool("VMEM_VMM_BIG", getenv("VMEM_VMM_BIG"), 1, &e.big) != VMEM_OK ||
-        env_bool("VMEM_VMM_HOST_BIG", getenv("VMEM_VMM_HOST_BIG"), 1, &e.host_big) != VMEM_OK ||
-        env_bool("VMEM_VMM_DEVICE_BIG", getenv("VMEM_VMM_DEVICE_BIG"), 1, &e.device_big) !=
-            VMEM_OK ||
+    if (env_bool("VMEM_VMM_BIG", 1, &e.big) != VMEM_OK ||
+        env_bool("VMEM_VMM_HOST_BIG", 1, &e.host_big) != VMEM_OK ||
+        env_bool("VMEM_VMM_DEVICE_BIG", 1, &e.device_big) != VMEM_OK ||
         backend_grow_align_from_env(&e.grow_align) != VMEM_OK ||
         backend_big_from_env(granule, &e.big_bytes) != VMEM_OK ||
         huge_from_env(e.big_bytes, &e.huge_bytes) != VMEM_OK ||
-        env_threads("VMEM_VMM_SPLIT_THREADS", getenv("VMEM_VMM_SPLIT_THREADS"), 1,
-                    BACKEND_VMM_SPLIT_THREADS_MAX, &e.split_threads) != VMEM_OK ||
-        env_threads("VMEM_VMM_RESERVE_THREADS", getenv("VMEM_VMM_RESERVE_THREADS"), 4,
-                    BACKEND_VMM_RESERVE_THREADS_MAX, &e.reserve_threads) != VMEM_OK ||
+        env_threads("VMEM_VMM_SPLIT_THREADS", 1, BACKEND_VMM_SPLIT_THREADS_MAX,
+                    &e.split_threads) != VMEM_OK ||
+        env_threads("VMEM_VMM_RESERVE_THREADS", 4, BACKEND_VMM_RESERVE_THREADS_MAX,
+                    &e.reserve_threads) != VMEM_OK ||
         host_keep_from_env(&e.host_keep) != VMEM_OK ||
         vmm_switch_from_env(BACKEND_VMM_MOVE_MIRROR, &e.move_mirror) != VMEM_OK ||
         vmm_switch_from_env(BACKEND_VMM_MOVE_SWAP, &e.move_swap) != VMEM_OK ||
