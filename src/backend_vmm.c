@@ -2590,6 +2590,7 @@ int backend_vmm_counters(const backend_t *b, backend_vmm_counters_t *out)
     out->remap_seconds = m->t_remap;
     out->map_seconds = m->t_region_map;
     out->unmap_seconds = m->t_region_free + m->t_flush;
+    out->split_seconds = m->t_scopy + m->t_sunmap + m->t_smap;
     return 0;
 }
 

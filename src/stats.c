@@ -199,13 +199,17 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     unsigned long long df_frees = d->deferred, df_bytes = d->deferred_bytes,
                        df_waiting = d->dev_bytes + d->host_bytes,
                        df_stream_waits = d->stream_waits, df_cpu_waits = d->cpu_waits;
-    double map_s = 0, unmap_s = 0, remap_s = 0; /* vmm: the CPU's time in driver mappings */
+    double map_s = 0, unmap_s = 0, remap_s = 0, split_s = 0; /* vmm: the CPU in driver mappings */
+    unsigned long long huge_splits = 0, big_splits = 0;
 #ifdef VMEM_HAVE_CUDA
     backend_vmm_counters_t vc;
     if (backend_vmm_counters(v->dev_backend, &vc) == 0) {
         map_s = vc.map_seconds;
         unmap_s = vc.unmap_seconds;
         remap_s = vc.remap_seconds;
+        split_s = vc.split_seconds;
+        huge_splits = vc.huge_splits;
+        big_splits = vc.splits;
     }
 #endif
     pthread_mutex_unlock(&v->lock);
@@ -269,6 +273,8 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
             df_cpu_waits);
     jprintf(&j, ",\"deviceMapSeconds\":%.6f,\"deviceUnmapSeconds\":%.6f,\"deviceRemapSeconds\":%.6f",
             map_s, unmap_s, remap_s);
+    jprintf(&j, ",\"deviceHugeSplits\":%llu,\"deviceBigSplits\":%llu,\"deviceSplitSeconds\":%.6f",
+            huge_splits, big_splits, split_s);
     jprintf(&j, ",\"planHostBytes\":%llu,\"hostFreedBytes\":%llu,\"hostLifeEvents\":%.1f",
             (unsigned long long)s.plan_host_bytes, (unsigned long long)s.host_freed_bytes,
             s.host_life_events);

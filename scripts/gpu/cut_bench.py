@@ -550,6 +550,10 @@ def worker(a):
                                           - s0.get("deviceUnmapSeconds", 0)),
                        "remap_ms": 1e3 * (s1.get("deviceRemapSeconds", 0)
                                           - s0.get("deviceRemapSeconds", 0)),
+                       "split_ms": 1e3 * (s1.get("deviceSplitSeconds", 0)
+                                          - s0.get("deviceSplitSeconds", 0)),
+                       "huge_splits": s1.get("deviceHugeSplits", 0) - s0.get("deviceHugeSplits", 0),
+                       "big_splits": s1.get("deviceBigSplits", 0) - s0.get("deviceBigSplits", 0),
                        "remapped": s1.get("deviceRemappedBytes", 0)
                        - s0.get("deviceRemappedBytes", 0),
                        "remap_misses": s1.get("deviceRemapMisses", 0)
@@ -586,7 +590,8 @@ def worker(a):
                     "%s regions (%d mapped, %d unmapped in the step; %d device syncs, %.1f ms "
                     "waited; %d remaps, %.2f GB, %d missed, %d refused), held %.2f GB; "
                     "deferred frees %.2f GB, %d stream waits, %d CPU waits; the CPU in driver "
-                    "mappings: map %.1f ms, unmap %.1f ms, remap %.1f ms" % (
+                    "mappings: map %.1f ms, unmap %.1f ms (%d huge, %d big splits: %.1f ms), "
+                    "remap %.1f ms" % (
                         a.job, a.mode, name, k, rec["ms"], rec["fwd_ms"], rec["bwd_ms"],
                         rec["cpu_ms"], rec["loss"],
                         rec["host_placed"] / 1e9,
@@ -597,7 +602,8 @@ def worker(a):
                         rec["syncs"], rec["sync_ms"], rec["remaps"], rec["remapped"] / 1e9,
                         rec["remap_misses"], rec["remap_refusals"], (rec["held"] or 0) / 1e9,
                         rec["dfreed"] / 1e9, rec["dwaits"], rec["dcpu"], rec["map_ms"],
-                        rec["unmap_ms"], rec["remap_ms"]))
+                        rec["unmap_ms"], rec["huge_splits"], rec["big_splits"], rec["split_ms"],
+                        rec["remap_ms"]))
                 if scaler is not None or rec["libvmem_steps"] != 1:
                     log("    libvmem steps ended in this iteration: %d%s" % (
                         rec["libvmem_steps"],
