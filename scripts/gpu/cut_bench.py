@@ -516,6 +516,11 @@ def worker(a):
                         log(cpu_calls(evs))
                 s1 = L.stats()
                 r1 = region_counts()
+
+                def grew(key):
+                    """A statistics counter's increase over the step (0 if absent)."""
+                    return s1.get(key, 0) - s0.get(key, 0)
+
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
                        "alt": alt_val,
                        "cpu_ms": t_cpu * 1e3,
@@ -528,39 +533,32 @@ def worker(a):
                        "fallback": s1["fallbackBytes"] - s0["fallbackBytes"],
                        "moved_to_host": s1["movedToHostBytes"] - s0["movedToHostBytes"],
                        "moved_to_device": s1["movedToDeviceBytes"] - s0["movedToDeviceBytes"],
-                       "swap_out": s1.get("swapOutBytes", 0) - s0.get("swapOutBytes", 0),
-                       "swap_in": s1.get("swapInBytes", 0) - s0.get("swapInBytes", 0),
-                       "swap_points": s1.get("swapPoints", 0) - s0.get("swapPoints", 0),
-                       "swap_skipped": s1.get("swapSkipped", 0) - s0.get("swapSkipped", 0),
+                       "swap_out": grew("swapOutBytes"),
+                       "swap_in": grew("swapInBytes"),
+                       "swap_points": grew("swapPoints"),
+                       "swap_skipped": grew("swapSkipped"),
                        "regions": s1.get("deviceRegions"),
                        # regions mapped and unmapped in the step: at the limit, an
                        # allocation no free block fits makes libvmem give memory
                        # back and map it again, which waits for the device
                        "region_maps": r1[0] - r0[0], "region_unmaps": r1[1] - r0[1],
                        "syncs": r1[2] - r0[2], "sync_ms": (r1[3] - r0[3]) * 1e3,
-                       "trims": s1.get("deviceTrims", 0) - s0.get("deviceTrims", 0),
+                       "trims": grew("deviceTrims"),
                        # free memory moved to the arena's end without a wait (bfc_remap)
-                       "remaps": s1.get("deviceRemaps", 0) - s0.get("deviceRemaps", 0),
-                       "dwaits": s1.get("deferredStreamWaits", 0)
-                       - s0.get("deferredStreamWaits", 0),
-                       "dcpu": s1.get("deferredCpuWaits", 0) - s0.get("deferredCpuWaits", 0),
-                       "dfreed": s1.get("deferredFreedBytes", 0) - s0.get("deferredFreedBytes", 0),
-                       "map_ms": 1e3 * (s1.get("deviceMapSeconds", 0) - s0.get("deviceMapSeconds", 0)),
-                       "unmap_ms": 1e3 * (s1.get("deviceUnmapSeconds", 0)
-                                          - s0.get("deviceUnmapSeconds", 0)),
-                       "remap_ms": 1e3 * (s1.get("deviceRemapSeconds", 0)
-                                          - s0.get("deviceRemapSeconds", 0)),
-                       "split_ms": 1e3 * (s1.get("deviceSplitSeconds", 0)
-                                          - s0.get("deviceSplitSeconds", 0)),
-                       "huge_splits": s1.get("deviceHugeSplits", 0) - s0.get("deviceHugeSplits", 0),
-                       "big_splits": s1.get("deviceBigSplits", 0) - s0.get("deviceBigSplits", 0),
-                       "remapped": s1.get("deviceRemappedBytes", 0)
-                       - s0.get("deviceRemappedBytes", 0),
-                       "remap_misses": s1.get("deviceRemapMisses", 0)
-                       - s0.get("deviceRemapMisses", 0),
-                       "remap_refusals": s1.get("deviceRemapRefusals", 0)
-                       - s0.get("deviceRemapRefusals", 0),
-                       "trimmed": s1.get("deviceTrimmedBytes", 0) - s0.get("deviceTrimmedBytes", 0),
+                       "remaps": grew("deviceRemaps"),
+                       "dwaits": grew("deferredStreamWaits"),
+                       "dcpu": grew("deferredCpuWaits"),
+                       "dfreed": grew("deferredFreedBytes"),
+                       "map_ms": 1e3 * grew("deviceMapSeconds"),
+                       "unmap_ms": 1e3 * grew("deviceUnmapSeconds"),
+                       "remap_ms": 1e3 * grew("deviceRemapSeconds"),
+                       "split_ms": 1e3 * grew("deviceSplitSeconds"),
+                       "huge_splits": grew("deviceHugeSplits"),
+                       "big_splits": grew("deviceBigSplits"),
+                       "remapped": grew("deviceRemappedBytes"),
+                       "remap_misses": grew("deviceRemapMisses"),
+                       "remap_refusals": grew("deviceRemapRefusals"),
+                       "trimmed": grew("deviceTrimmedBytes"),
                        "held": s1.get("deviceHeld"),
                        "host_in_use": s1["hostInUse"], "dev_max": s1["deviceMemUsedMax"],
                        "limit": s1["limit"], "rule": s1.get("placement"),
