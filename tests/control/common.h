@@ -176,8 +176,8 @@ static inline void file_put_inplace(const char *path, const char *text)
 /* ------------------------------------------------------------------------ */
 
 /* A sim instance with the given limit (also the start cap), control file,
- * statistics file (NULL: none), log counter and immediate flag. */
-/* A sim instance whose log lines go to log_fn (NULL: the default log). */
+ * statistics file (NULL: none), log function (NULL: the default log) and
+ * immediate flag. */
 static inline vmem_t *instance_make_log(size_t limit, const char *control, const char *stats,
                                         vmem_log_fn log_fn, void *log_ctx, int immediate)
 {
@@ -200,12 +200,12 @@ static inline vmem_t *instance_make_log(size_t limit, const char *control, const
     return v;
 }
 
+/* instance_make_log with the log lines counted in lc (NULL: the default log). */
 static inline vmem_t *instance_make(size_t limit, const char *control, const char *stats,
                                     logcount_t *lc, int immediate)
 {
     return instance_make_log(limit, control, stats, lc ? logcount_fn : NULL, lc, immediate);
 }
-
 
 static inline size_t limit_of(vmem_t *v)
 {
