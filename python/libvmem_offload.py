@@ -720,12 +720,6 @@ class Offload:
         # median of three processes; within one process -4% at 75% and +7%
         # at 50%; docs/placement.md, "Double buffering in the fetch ahead")
         self.ahead_min = 1
-        # window_reclaims: a record the fetch ahead takes back before its copy
-        # out was let go (its device tensor still held: no copy, no new
-        # memory) counts in the fetch ahead's window.  False: it does not,
-        # so the walk goes on to records that need a copy back, bounded by
-        # the room as before.  A study knob, True (the way so far)
-        self.window_reclaims = True
         self.room = RoomAhead()
         self.last_demand = 0
         self._skip_limit = None  # the limit the skips were learned under
@@ -1196,7 +1190,7 @@ class Offload:
         # the pinned buffer's next copy waits for the copy out
         r.dev, r.in_done, r.slot[1] = t, None, r.out_done
         r.reclaimed = True
-        if ahead and self.window_reclaims:
+        if ahead:
             r.fetched = True
             self.fetched_bytes += r.nbytes
             self.fetched_count += 1

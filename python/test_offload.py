@@ -940,33 +940,6 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(o.next_skip, {})  # worth its offload: not skipped next step
         self.assertEqual([k for k, _ in torch.log if k.startswith("h2d")], ["h2d"])
 
-    def test_held_tensors_taken_back_leave_the_window_to_copies_when_told(self):
-        # window_reclaims False: a record taken back before its copy out was
-        # let go (no copy, no new memory) does not fill the fetch ahead's
-        # window, so the walk goes on to a record that needs a copy back
-        for counted, h2d in ((True, []), (False, ["h2d"])):
-            torch, o, state = make(GiB, used=GiB, limit=10 * GiB)
-            o.window_reclaims = counted
-            o.budget.window_out = 8 * MiB
-            torch.copies_done = False
-            ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(3)]
-            packed = [o.pack(t) for t in ts]
-            self.assertEqual([e[0] for e in o.pending], [packed[1], packed[2]])
-            o.budget.window_in = 4 * MiB
-            torch.log.clear()
-            o.unpack(torch.cuda_tensor(4 * MiB, 9.0))  # the fetch ahead runs
-            self.assertIs(packed[2].dev, ts[2])  # taken back, no copy
-            # counted, it fills the window; else 1 is taken back too and 0
-            # (let go by the window out) is copied back
-            self.assertEqual(packed[1].dev is ts[1], not counted)
-            self.assertEqual(packed[0].dev is not None, not counted)
-            self.assertEqual((o.fetched_bytes, o.fetched_count), (4 * MiB, 1))
-            self.assertEqual([k for k, _ in torch.log if k.startswith("h2d")], h2d)
-            torch.copies_done = True
-            for k in (2, 1, 0):
-                self.assertEqual(o.unpack(packed[k]).values()[:8], ts[k].values()[:8])
-            self.assertEqual((o.fetched_bytes, o.fetched_count), (0, 0))
-
     def test_skips_are_forgotten_when_the_limit_changes(self):
         torch, o, state = make(GiB)
         o.gpu_pace = False  # skips judged by the CPU's query (at once)

@@ -61,8 +61,6 @@ CUT_PROFILE=stack: the same with Python stacks, libvmem's functions timed;
 CUT_PROFILE=py: cProfile of the last full step and of the last step of each
 cut, the functions by own time and libvmem's by time with their callees),
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
-CUT_OFFLOAD_WINDOW_RECLAIMS (0: records the fetch ahead takes back before
-their copy out was let go do not count in its window; a study knob),
 CUT_OFFLOAD_REGISTER (0: the offload's host buffers from PyTorch's pinned
 allocator instead of registered pageable memory, the way before),
 CUT_OFFLOAD_START_AT_CUT (0: a cut between steps starts the offload's budget
@@ -360,7 +358,6 @@ def worker(a):
                 ("CUT_OFFLOAD_DENSE", None, "dense_ok"),
                 ("CUT_OFFLOAD_SPREAD_LARGE", None, "spread_large"),
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
-                ("CUT_OFFLOAD_WINDOW_RECLAIMS", None, "window_reclaims"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
                 ("CUT_OFFLOAD_FAST", "fast", "raw"))
     wf = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC")
