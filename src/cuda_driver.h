@@ -94,8 +94,8 @@ typedef struct backend_vmm_counters {
     double map_seconds;        /* ... in mapping new regions (region_alloc) */
     double unmap_seconds;      /* ... in giving memory back (region_free, release batches'
                                   ends: their synchronisation included) */
-    double split_seconds;      /* ... of which in splits of huge mappings (scratch copies,
-                                  unmap, new handles) */
+    double split_seconds;      /* ... of which in splits of huge and big mappings
+                                  (scratch copies, unmaps, new handles) */
 } backend_vmm_counters_t;
 
 struct backend;

@@ -347,7 +347,7 @@ static const struct row {
     {"device", "remapping (s, vmm)", "deviceRemapSeconds", ROW_RATIO},
     {"device", "huge splits (vmm)", "deviceHugeSplits", ROW_COUNT},
     {"device", "big splits (vmm)", "deviceBigSplits", ROW_COUNT},
-    {"device", "in huge splits (s)", "deviceSplitSeconds", ROW_RATIO},
+    {"device", "in those splits (s)", "deviceSplitSeconds", ROW_RATIO},
     {"device", "deferred frees", "deferredFrees", ROW_COUNT},
     {"device", "deferred, freed", "deferredFreedBytes", ROW_SIZE},
     {"device", "deferred, waiting", "deferredWaitingBytes", ROW_SIZE},
