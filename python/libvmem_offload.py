@@ -38,7 +38,11 @@ offloads about what the cut takes away.
 Contract: the tensors autograd saved come back as copies at other addresses
 (autograd owns them; tensors the program holds keep theirs).  A saved
 tensor's value is the one it had when it was saved (stream order), as
-autograd requires.  Nothing is offloaded while a CUDA graph is being
+autograd requires.  Autograd checks that a saved tensor was not modified in
+place before its backward only when no saved tensor hooks are installed;
+the hooks installed here make that check in its place (hook_unpack) and
+raise autograd's error, so a job that would fail without the offload fails
+with it, not with wrong gradients.  Nothing is offloaded while a CUDA graph is being
 captured.  Steps are delimited by libvmem's step ends (install_torch's
 optimizer hook, or libvmem.step_end()).  docs/placement.md, "Overlap".
 """
@@ -530,7 +534,7 @@ class _Record:
     dies."""
     __slots__ = ("index", "cand", "host", "slot", "out_done", "dev", "in_done", "fetched",
                  "reclaimed", "shape", "stride", "dtype", "device", "nbytes", "packs", "unpacks",
-                 "ref", "__weakref__")
+                 "ref", "version", "orig", "__weakref__")
 
     def __init__(self, index, cand, slot, host, out_done, t, nbytes):
         self.index = index
@@ -550,6 +554,36 @@ class _Record:
         self.packs = 1  # saved this many times (dedupe): the device copy stays until the last unpack
         self.unpacks = 0
         self.ref = None  # gpu_pace: the step's reference event (Offload.judge)
+        # the saved tensor's version when it was saved, and a weak reference
+        # to it: hook_unpack's stand-in for autograd's in-place check
+        self.version = t._version
+        self.orig = None
+
+
+class _Kept:
+    """A saved tensor left on the device, with its version when it was
+    saved (hook_pack): with saved tensor hooks installed autograd no longer
+    checks that a saved tensor was not modified in place before its
+    backward, so hook_unpack does."""
+    __slots__ = ("t", "version")
+
+    def __init__(self, t, version):
+        self.t = t
+        self.version = version
+
+
+def _modified(t, expected):
+    """The error autograd raises for a saved tensor modified in place, with
+    what this check can tell (not the node that saved it)."""
+    try:
+        what = "%s %s" % (t.type(), list(t.shape))
+    except Exception:  # a tensor subclass without type(): its class
+        what = type(t).__name__
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        "operation: [%s] is at version %d; expected version %d instead. (Checked by libvmem's "
+        "saved tensor offload, whose hooks stand in for autograd's own check: "
+        "docs/placement.md, \"Contract for embedders\".)" % (what, t._version, expected))
 
 
 class Offload:
@@ -617,6 +651,9 @@ class Offload:
         self.budget = budget or Budget()
         self.min_bytes = min_bytes
         self.lock = threading.Lock()
+        # (copy out's event, device tensor): tensors handed back to autograd
+        # before their copies out were done, held until they are (_reclaim)
+        self.guard = []
         self.streams = {}
         self.fast = _FastCuda(torch)
         self.pool = HostPool(torch)
@@ -1059,9 +1096,10 @@ class Offload:
                 done.record(out)
             r = _Record(len(self.records), cand, slot, host, done, t, n)
             r.ref = ref
+            r.orig = weakref.ref(t)
             weakref.finalize(r, self.pool.put, slot)
             self.records.append(r)
-            self.seen[key] = (weakref.ref(t), r)
+            self.seen[key] = (r.orig, r)
             early = (self.early and self.record_stream is not None and
                      self.record_stream(t.device.index or 0, t.data_ptr(), out.cuda_stream))
             if early:
@@ -1149,6 +1187,13 @@ class Offload:
     def _drain(self, block):
         while self.pending and self._drop_oldest(block):
             pass
+        while self.guard:  # tensors handed back before their copies out were done
+            ev = self.guard[0][0]
+            if not ev.query():
+                if not block:
+                    break
+                ev.synchronize()
+            self.guard.pop(0)
 
     # -- unpack and prefetch ---------------------------------------------
 
@@ -1187,6 +1232,17 @@ class Offload:
         memory.  ahead: taken by the fetch ahead, counted in its window."""
         t = self.pending.pop(i)[1]
         self.pending_bytes -= r.nbytes
+        if not r.out_done.query():
+            # its copy out still reads it: were its memory reused once
+            # autograd lets it go, a second unpack (retain_graph) would fetch
+            # what a later kernel wrote there.  libvmem defers the reuse
+            # until the copy stream's work is done (on the GPU, only if an
+            # allocation needs that memory first); without it the tensor is
+            # held until the copy is seen done (_drain)
+            out = self._streams(t.device)[0]
+            if not (self.record_stream is not None and
+                    self.record_stream(t.device.index or 0, t.data_ptr(), out.cuda_stream)):
+                self.guard.append((r.out_done, t))
         # the pinned buffer's next copy waits for the copy out
         r.dev, r.in_done, r.slot[1] = t, None, r.out_done
         r.reclaimed = True
@@ -1259,6 +1315,38 @@ class Offload:
             if k == self.fetch_next:
                 self.fetch_next -= 1
             k -= 1
+
+    def hook_pack(self, t):
+        """The pack hook install() pushes: pack(), and a tensor left as it
+        is comes wrapped with its version, which hook_unpack checks."""
+        p = self.pack(t)
+        if p is not t:
+            return p
+        try:
+            return _Kept(t, t._version)
+        except Exception:  # no version counter to read: as it is
+            return t
+
+    def hook_unpack(self, p):
+        """The unpack hook install() pushes: autograd checks a saved
+        tensor's version only without hooks, so this does it in its place
+        (a tensor modified in place after it was saved raises, as it would
+        without the offload), then unpack().  An offloaded tensor is checked
+        while the program still holds it (a weak reference); once the
+        program has let it go, only a view of it could change it, and that
+        is not seen."""
+        if type(p) is _Kept:
+            t = p.t
+            if t._version != p.version:
+                raise _modified(t, p.version)
+            if not self.records and self.budget.bytes <= 0:
+                return t  # nothing offloaded this step, none to offload: nothing to do
+            return self.unpack(t)
+        if type(p) is _Record and p.orig is not None:
+            t = p.orig()
+            if t is not None and t._version != p.version:
+                raise _modified(t, p.version)
+        return self.unpack(p)
 
     def unpack(self, p):
         t0 = time.perf_counter()
@@ -1519,7 +1607,7 @@ def install(lib_mod, torch, min_bytes=MiB, budget=None):
                    step_naive=getattr(lib_mod, "step_naive", None),
                    fits=_fits_reader(lib_mod), record_stream=_record_stream_fn(lib_mod),
                    copy_out=_copy_out_fn(lib_mod))
-    torch._C._autograd._push_saved_tensors_default_hooks(_off.pack, _off.unpack)
+    torch._C._autograd._push_saved_tensors_default_hooks(_off.hook_pack, _off.hook_unpack)
     return _off
 
 

@@ -14,6 +14,7 @@ import gc
 import os
 import sys
 import unittest
+import weakref
 
 if os.environ.get("LIBVMEM_TEST_INSTALLED") != "1":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -779,6 +780,58 @@ class HooksTest(unittest.TestCase):
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         o.step_end(lambda dev: (64 * GiB, GiB, 0))
         self.assertEqual(o.skip, {})
+
+    def test_a_tensor_handed_back_before_its_copy_out_is_done_is_held_until_it_is(self):
+        # autograd lets go of the tensor after its consumer; were its memory
+        # free then, the copy out still in flight could read what the next
+        # kernel writes there, and a second unpack (retain_graph) would copy
+        # that back
+        torch, o, _ = make(GiB)
+        o.gpu_pace = False
+        torch.copies_done = False
+        t = torch.cuda_tensor(4 * MiB, 5.0)
+        vals = t.values()[:8]
+        p = o.pack(t)
+        back = o.unpack(p)
+        self.assertIs(back, t)  # its own device tensor: no copy back
+        ref = weakref.ref(t)
+        del t, back
+        gc.collect()
+        self.assertIsNotNone(ref())  # the copy out still reads it: held
+        torch.copies_done = True
+        o.unpack(torch.cuda_tensor(256 * 1024, 0.0))  # a hook call lets go of what is done
+        gc.collect()
+        self.assertIsNone(ref())
+        torch.log.clear()
+        again = o.unpack(p)  # the second backward pass over the same graph
+        self.assertEqual(again.values()[:8], vals)
+        self.assertEqual(torch.log, [("h2d-late", 4 * MiB)])
+        # with libvmem's record_stream the allocator defers the reuse instead
+        torch, o, _ = make(GiB)
+        o.gpu_pace = False
+        calls = []
+        o.record_stream = lambda dev, ptr, stream: calls.append(ptr) or True
+        torch.copies_done = False
+        t = torch.cuda_tensor(4 * MiB, 5.0)
+        p = o.pack(t)
+        self.assertIs(o.unpack(p), t)
+        self.assertEqual((calls, o.guard), ([t.data_ptr()], []))
+
+    def test_a_saved_tensor_modified_in_place_raises_at_unpack_as_autograd_would(self):
+        # with hooks installed autograd skips its own version check: the
+        # installed hooks make it, for tensors left on the device and offloaded
+        for budget in (0, GiB):
+            torch, o, _ = make(budget)
+            t = torch.cuda_tensor(4 * MiB, 1.0)
+            u = torch.cuda_tensor(4 * MiB, 2.0)
+            pt, pu = o.hook_pack(t), o.hook_pack(u)
+            self.assertIsNot(pt, t)
+            self.assertIsInstance(pu, off._Kept if budget == 0 else off._Record)
+            o._drain(block=True)
+            u._version += 1  # changed in place after it was saved
+            self.assertEqual(o.hook_unpack(pt).values()[:8], t.values()[:8])
+            with self.assertRaisesRegex(RuntimeError, "modified by an inplace operation"):
+                o.hook_unpack(pu)
 
     def test_pacing_on_the_device_makes_the_compute_stream_wait_not_the_cpu(self):
         for gpu in (False, True):
