@@ -557,7 +557,7 @@ class _Record:
         # the saved tensor's version when it was saved, and a weak reference
         # to it: hook_unpack's stand-in for autograd's in-place check
         self.version = t._version
-        self.orig = None
+        self.orig = weakref.ref(t)
 
 
 class _Kept:
@@ -1096,7 +1096,6 @@ class Offload:
                 done.record(out)
             r = _Record(len(self.records), cand, slot, host, done, t, n)
             r.ref = ref
-            r.orig = weakref.ref(t)
             weakref.finalize(r, self.pool.put, slot)
             self.records.append(r)
             self.seen[key] = (r.orig, r)
@@ -1342,7 +1341,7 @@ class Offload:
             if not self.records and self.budget.bytes <= 0:
                 return t  # nothing offloaded this step, none to offload: nothing to do
             return self.unpack(t)
-        if type(p) is _Record and p.orig is not None:
+        if type(p) is _Record:
             t = p.orig()
             if t is not None and t._version != p.version:
                 raise _modified(t, p.version)
