@@ -170,6 +170,7 @@ def build(case, torch):
 def worker(case, result):
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import framework_proof as fp
+    from offload_check import cut_steps
     L = fp.load_libvmem()
     import torch
     L.install_torch()
@@ -180,36 +181,28 @@ def worker(case, result):
     res = {"case": case, "offload": os.environ.get("VMEM_TORCH_OFFLOAD"), "steps": []}
     model, step = build(case, torch)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    start = L.stats()["startCap"]
-    i = 0
-    for phase, frac, n in (("full", None, 3), ("cut50", 0.5, 6), ("raised", 1.0, 2)):
-        if frac is not None:
-            torch.cuda.synchronize()
-            peak = res.setdefault("peak", L.stats()["devicePeakInUse"])
-            L.set_limit(start if frac >= 1 else int(peak * frac))
-        for _ in range(n):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            rec = {"phase": phase}
-            try:
-                rec["loss"] = step(i)
-                rec["gsum"] = sum(int(p.grad.view(torch.int32).to(torch.int64).sum())
-                                  for p in model.parameters() if p.grad is not None)
-            except Exception as e:  # the inplace case: autograd refuses the backward
-                rec["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:160])
-            opt.step()  # the step end (install_torch's hook), also after an error
-            torch.cuda.synchronize()
-            rec["ms"] = (time.perf_counter() - t0) * 1e3
-            o = L.offload_stats().get("last_step", {})
-            rec["offloaded"] = o.get("offloaded", 0)
-            rec["host_pinned"] = o.get("host_pinned", 0)
-            rec["libvmem_host_max"] = o.get("host_max", 0)
-            res["steps"].append(rec)
-            print(case, phase, "%.1f ms" % rec["ms"], rec.get("loss"), rec.get("gsum"),
-                  rec.get("error", ""), "out %d MiB, pinned %d MiB" % (
-                      rec["offloaded"] >> 20, rec["host_pinned"] >> 20), flush=True)
-            i += 1
+    plan = (("full", None, 3), ("cut50", 0.5, 6), ("raised", 1.0, 2))
+    for phase, i, _ in cut_steps(L, torch, plan, res):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        rec = {"phase": phase}
+        try:
+            rec["loss"] = step(i)
+            rec["gsum"] = sum(int(p.grad.view(torch.int32).to(torch.int64).sum())
+                              for p in model.parameters() if p.grad is not None)
+        except Exception as e:  # the inplace case: autograd refuses the backward
+            rec["error"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:160])
+        opt.step()  # the step end (install_torch's hook), also after an error
+        torch.cuda.synchronize()
+        rec["ms"] = (time.perf_counter() - t0) * 1e3
+        o = L.offload_stats().get("last_step", {})
+        rec["offloaded"] = o.get("offloaded", 0)
+        rec["host_pinned"] = o.get("host_pinned", 0)
+        rec["libvmem_host_max"] = o.get("host_max", 0)
+        res["steps"].append(rec)
+        print(case, phase, "%.1f ms" % rec["ms"], rec.get("loss"), rec.get("gsum"),
+              rec.get("error", ""), "out %d MiB, pinned %d MiB" % (
+                  rec["offloaded"] >> 20, rec["host_pinned"] >> 20), flush=True)
     res["offload_totals"] = L.offload_stats()
     with open(result, "w") as f:
         json.dump(res, f)

@@ -74,35 +74,27 @@ def worker(result):
     # after50: the same cut after the capture (its blocks released)
     plan = [("full", None, 3), ("cut50", 0.5, 8), ("accum50", 0.5, 6), ("after50", 0.5, 4),
             ("raised", 1.0, 2)]
-    start = L.stats()["startCap"]
-    i = 0
-    for phase, frac, n in plan:
-        if frac is not None:
-            torch.cuda.synchronize()
-            peak = res.setdefault("peak", L.stats()["devicePeakInUse"])
-            L.set_limit(start if frac >= 1 else int(peak * frac))
-        for _ in range(n):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            losses = []
-            for j in range(2 if phase == "accum50" else 1):
-                k = (i + j) % 2
-                loss = torch.nn.functional.cross_entropy(model(xs[k].cuda()), ys[k].cuda())
-                loss.backward()
-                losses.append(loss.item())
-            gsum = sum(int(p.grad.view(torch.int32).to(torch.int64).sum()) for p in model.parameters())
-            opt.step()
-            torch.cuda.synchronize()
-            s = L.stats()
-            o = L.offload_stats()
-            rec = {"phase": phase, "ms": (time.perf_counter() - t0) * 1e3, "loss": losses,
-                   "gsum": gsum, "limit": s["limit"], "offload": o.get("last_step", {})}
-            res["steps"].append(rec)
-            print(phase, "%.1f ms" % rec["ms"], rec["loss"], gsum, json.dumps(rec["offload"]),
-                  flush=True)
-            i += 1
-        if phase == "accum50":  # still cut: the capture (and its side stream) comes after the passes
+    for phase, i, last in cut_steps(L, torch, plan, res):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        losses = []
+        for j in range(2 if phase == "accum50" else 1):
+            k = (i + j) % 2
+            loss = torch.nn.functional.cross_entropy(model(xs[k].cuda()), ys[k].cuda())
+            loss.backward()
+            losses.append(loss.item())
+        gsum = sum(int(p.grad.view(torch.int32).to(torch.int64).sum()) for p in model.parameters())
+        opt.step()
+        torch.cuda.synchronize()
+        s = L.stats()
+        o = L.offload_stats()
+        rec = {"phase": phase, "ms": (time.perf_counter() - t0) * 1e3, "loss": losses,
+               "gsum": gsum, "limit": s["limit"], "offload": o.get("last_step", {})}
+        res["steps"].append(rec)
+        print(phase, "%.1f ms" % rec["ms"], rec["loss"], gsum, json.dumps(rec["offload"]),
+              flush=True)
+        if last and phase == "accum50":
+            # still cut: the capture (and its side stream) comes after the passes;
             # the last step's graph (through `loss`) keeps AccumulateGrad
             # nodes made on the default stream alive, which breaks a capture
             loss = None
@@ -117,6 +109,25 @@ def worker(result):
     res["offload_totals"] = L.offload_stats()
     with open(result, "w") as f:
         json.dump(res, f)
+
+
+def cut_steps(L, torch, plan, res):
+    """The steps of plan, [(phase, fraction of the peak in use or None, steps)],
+    as (phase, step number, whether it is its phase's last), each after a
+    device synchronisation.  A phase with a fraction first sets the limit to
+    that fraction of the peak in use before the first cut (res["peak"]; 1.0:
+    the start cap).  Shared with offload_autograd.py."""
+    start = L.stats()["startCap"]
+    i = 0
+    for phase, frac, n in plan:
+        if frac is not None:
+            torch.cuda.synchronize()
+            peak = res.setdefault("peak", L.stats()["devicePeakInUse"])
+            L.set_limit(start if frac >= 1 else int(peak * frac))
+        for k in range(n):
+            torch.cuda.synchronize()
+            yield phase, i, k == n - 1
+            i += 1
 
 
 def graph_check(L, torch, model, x, y):
