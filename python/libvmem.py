@@ -201,6 +201,8 @@ def set_limit(nbytes, device=0, force=False):
                                   VMEM_LIMIT_FORCE if force else 0, ctypes.byref(held))
     if st not in (VMEM_OK, VMEM_PENDING):
         raise VmemError(st, "set_limit(%s)" % (nbytes,))
+    if _offload is not None:  # a cut pushes the offload's hooks at once
+        _offload.limit_set(device)
     return st, held.value
 
 

@@ -25,6 +25,11 @@ tensor hooks) and, only while the last step did not fit under the limit:
     reverse pack order (the order backward reads them in) while libvmem's
     device memory in use leaves room for them under the limit.
 
+While a step fits, the hooks are not even pushed (HookSwitch): PyTorch
+calls a Python hook for every saved tensor, about 10 us each, whatever the
+hook does.  They are pushed at a step end that learned a budget, or when
+libvmem.set_limit() cuts the limit below the last step's demand.
+
 The copies run while kernels run.  Which tensors: the first ones the
 forward pass saves (their backward comes last, which leaves the most time to
 bring them back), of at least min_bytes, that own their whole storage, until
@@ -534,7 +539,7 @@ class _Record:
     dies."""
     __slots__ = ("index", "cand", "host", "slot", "out_done", "dev", "in_done", "fetched",
                  "reclaimed", "shape", "stride", "dtype", "device", "nbytes", "packs", "unpacks",
-                 "ref", "version", "orig", "__weakref__")
+                 "ref", "version", "orig", "cum", "__weakref__")
 
     def __init__(self, index, cand, slot, host, out_done, t, nbytes):
         self.index = index
@@ -554,6 +559,7 @@ class _Record:
         self.packs = 1  # saved this many times (dedupe): the device copy stays until the last unpack
         self.unpacks = 0
         self.ref = None  # gpu_pace: the step's reference event (Offload.judge)
+        self.cum = 0  # the pass's bytes offloaded up to this record, this one's included
         # the saved tensor's version when it was saved, and a weak reference
         # to it: hook_unpack's stand-in for autograd's in-place check
         self.version = t._version
@@ -584,6 +590,74 @@ def _modified(t, expected):
         "operation: [%s] is at version %d; expected version %d instead. (Checked by libvmem's "
         "saved tensor offload, whose hooks stand in for autograd's own check: "
         "docs/placement.md, \"Contract for embedders\".)" % (what, t._version, expected))
+
+
+class HookSwitch:
+    """Keeps the offload's saved tensor hooks pushed only while they may act.
+
+    PyTorch calls a saved tensor hook through Python for every tensor
+    autograd saves, about 10 us each on an H100's host, even when the hook
+    hands the tensor back as it is (docs/placement.md, "Autograd's other
+    paths under the offload").  A job that fits under its limit offloads
+    nothing, so its hooks are popped at a step end that leaves no budget and
+    no cut in force, and pushed again when the offload may act: at a step
+    end that learned a budget, or when libvmem.set_limit() cuts the limit
+    below the last step's demand (Offload.update_hooks).  PyTorch's default
+    hooks are per thread: the switch acts only on the thread that installed
+    them, and only where that leaves other hooks as they were: it pops
+    ours only while they are on top of the stack, and pushes them back only
+    while the top is what it was when it popped.  Without
+    torch._C._autograd._top_saved_tensors_default_hooks (PyTorch before 2.8)
+    it cannot tell, and the hooks stay pushed (fixed)."""
+
+    def __init__(self, autograd, hooks):
+        self.ag = autograd
+        self.hooks = tuple(hooks)
+        self.thread = threading.get_ident()
+        self._top = getattr(autograd, "_top_saved_tensors_default_hooks", None)
+        self.fixed = self._top is None
+        self.on = False
+        self.pushes = 0
+        self.pops = 0
+        # the stack's top when the hooks were last popped (at install: as found)
+        self.below = None if self.fixed else self.top()
+
+    def top(self):
+        """The top of this thread's default hooks stack, a (pack, unpack)
+        tuple, or None."""
+        try:
+            t = self._top(True)  # ignore_is_tracing: the stack as it is
+        except TypeError:  # a build whose function takes no argument
+            t = self._top()
+        return None if t is None else tuple(t)
+
+    def set(self, want):
+        """Pushes (want) or pops the hooks where the rules above allow;
+        returns whether they are pushed."""
+        want = want or self.fixed
+        if want == self.on or threading.get_ident() != self.thread:
+            return self.on
+        if want:
+            if not self.fixed and self.top() != self.below:
+                return False  # hooks pushed since: theirs stay on top
+            self.ag._push_saved_tensors_default_hooks(*self.hooks)
+            self.on = True
+            self.pushes += 1
+        else:
+            if self.top() != self.hooks:  # another's hooks above ours
+                return True
+            self.ag._pop_saved_tensors_default_hooks()
+            self.on = False
+            self.pops += 1
+            self.below = self.top()
+        return self.on
+
+    def remove(self):
+        """uninstall(): pops the hooks if pushed (their own contract: on the
+        installing thread, no other default hooks pushed since)."""
+        if self.on:
+            self.ag._pop_saved_tensors_default_hooks()
+            self.on = False
 
 
 class Offload:
@@ -736,6 +810,12 @@ class Offload:
         # saved tensor (Budget.start), from the last step's demand
         self.start_at_cut = True
         self.look_for_cut = False
+        # the hooks pushed only while they may act (HookSwitch, set by
+        # install(); None: the caller pushes them, as the tests do);
+        # hooks_always: pushed all the time, as before the twenty-fifth
+        # session (VMEM_TORCH_OFFLOAD_HOOKS=always)
+        self.switch = None
+        self.hooks_always = False
         # fetch by room (_prefetch), a study knob: where the last two steps
         # ran a backward pass alike, the fetch ahead holds as much as the
         # room the rest of the pass leaves under the target (RoomAhead,
@@ -757,13 +837,17 @@ class Offload:
         # median of three processes; within one process -4% at 75% and +7%
         # at 50%; docs/placement.md, "Double buffering in the fetch ahead")
         self.ahead_min = 1
+        # bulk_skip (_bulk_check): a record its backward consumed together
+        # with most of those saved after it is a skip for the next steps
+        self.bulk_skip = True
         self.room = RoomAhead()
         self.last_demand = 0
         self._skip_limit = None  # the limit the skips were learned under
         self._reset_step()
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
                        "late_fetch_bytes": 0, "late_no_room_bytes": 0, "reclaimed_bytes": 0,
-                       "skipped_bytes": 0, "early_bytes": 0, "sm_copied_bytes": 0,
+                       "skipped_bytes": 0, "bulk_bytes": 0, "early_bytes": 0,
+                       "sm_copied_bytes": 0,
                        "strided_bytes": 0,
                        "waits_out": 0, "waits_out_gpu": 0, "deduped": 0, "steps_active": 0,
                        "pack_seconds": 0.0, "unpack_seconds": 0.0, "wait_seconds": 0.0}
@@ -801,6 +885,12 @@ class Offload:
         self.pass_offloadable = 0
         self.max_pass_offloadable = 0
         self.pass_sizes = []      # this pass's eligible candidates' bytes, in order
+        # bulk_skip: the pass's first record (index in records), its bytes
+        # offloaded so far (Record.cum), the highest record not yet unpacked
+        self.pass_first = 0
+        self.pass_cum = 0
+        self.pass_hi = -1
+        self.step_bulk = 0        # bytes of records found consumed in bulk (bulk_skip)
         self.max_pass_sizes = []  # those of the pass with the most eligible bytes
         self.step_prefetched = 0
         self.step_late = 0
@@ -862,6 +952,7 @@ class Offload:
                               "stop_window": self.step_stop_window,
                               "stop_room": self.step_stop_room,
                               "reclaimed": self.step_reclaimed, "skipped": self.step_skipped,
+                              "bulk": self.step_bulk,
                               "budget": self.budget.bytes, "device_max": dmax, "host_max": hmax,
                               "fwd_max": self.step_fwd_max,
                               "hooks": self.hooks, "ex_known": len(self.ex_last),
@@ -916,6 +1007,20 @@ class Offload:
             self.room.step_end(self.step_offloaded > 0 and self.budget.bytes > 0)
             self._reset_step()
             self._mark = (tot["pack_seconds"], tot["unpack_seconds"], tot["wait_seconds"])
+            self.update_hooks(limit)
+            self.last_step["hooks_on"] = self.switch.on if self.switch is not None else None
+
+    def update_hooks(self, limit=None):
+        """Pushes the hooks (HookSwitch) while they may act: a budget to
+        offload, or a limit (the one in force, when known) below the last
+        step's demand, which the next step's first saved tensor would start
+        the budget for (start_at_cut); pops them otherwise.  Returns whether
+        they are pushed (None without a switch)."""
+        if self.switch is None:
+            return None
+        want = (self.hooks_always or self.budget.bytes > 0 or
+                (self.start_at_cut and limit is not None and 0 < limit < self.last_demand))
+        return self.switch.set(want)
 
     def _judge(self):
         """gpu_pace: the judgements whose events are done decide their
@@ -1041,6 +1146,9 @@ class Offload:
                 self.pass_offloaded = self.pass_offloadable = 0
                 self.pass_sizes = []
                 self.fetch_next = None
+                self.pass_first = len(self.records)
+                self.pass_cum = 0
+                self.pass_hi = -1
             # a candidate's number counts each tensor once however often it
             # is saved (the skips are by number: one shift would move them all)
             cand = self.step_cands
@@ -1096,6 +1204,9 @@ class Offload:
                 done.record(out)
             r = _Record(len(self.records), cand, slot, host, done, t, n)
             r.ref = ref
+            self.pass_cum += n
+            r.cum = self.pass_cum
+            self.pass_hi = r.index
             weakref.finalize(r, self.pool.put, slot)
             self.records.append(r)
             self.seen[key] = (r.orig, r)
@@ -1417,6 +1528,8 @@ class Offload:
                 self.totals["late_fetch_bytes"] += r.nbytes
             elif r.in_done is not None:
                 self.fast.current(r.device).wait_event(r.in_done)
+            if r.unpacks == 0 and self.bulk_skip and self.learn_skip:
+                self._bulk_check(r)
             # its consumer is here and its copy out is not even done: its
             # memory never went back, so the next steps leave it on the device
             if (r.ref is None and r.reclaimed and r.unpacks == 0 and self.learn_skip and
@@ -1428,6 +1541,32 @@ class Offload:
             self._drain(block=False)
             self._prefetch()
             return dev
+
+    def _bulk_check(self, r):
+        """bulk_skip, at r's first unpack: the bytes of the pass's records
+        saved after r and not unpacked yet.  A backward pass consumes saved
+        tensors in about the reverse of their saving order, which is what
+        lets an offloaded tensor's memory serve the rest of the step until
+        its copy comes back.  A consumer that takes the pass's tensors in
+        bulk (a torch.compile'd model's backward: one node unpacks all it
+        saved, first saved first) needs them all on the device at once:
+        offloading them moves bytes for nothing and brings them back late
+        into a full device.  Where more than the fetch ahead's window and
+        more than half the pass's offloaded bytes were saved after r and
+        are still to come, r is a skip for the next steps (as a record
+        whose copy out came too late is); a node that saves a few tensors
+        together stays under both."""
+        if r.index < self.pass_first or self.pass_hi <= r.index:
+            return
+        recs, hi = self.records, self.pass_hi
+        while hi > r.index and recs[hi].unpacks > 0:
+            hi -= 1
+        self.pass_hi = hi
+        later = recs[hi].cum - r.cum
+        if later > self.budget.window_in and 2 * later > self.pass_offloaded:
+            self.next_skip[r.cand] = r.nbytes
+            self.step_bulk += r.nbytes
+            self.totals["bulk_bytes"] += r.nbytes
 
     def _backward_starts(self, p):
         """A backward pass's first unpack: notes the step's device maximum
@@ -1585,9 +1724,11 @@ def _copy_out_fn(lib_mod):
 
 
 def install(lib_mod, torch, min_bytes=MiB, budget=None):
-    """Installs the saved tensor hooks (process-wide default hooks, pushed
-    on the calling thread, where the forward pass must run).  Idempotent;
-    returns the Offload."""
+    """Installs the saved tensor hooks (default hooks, pushed on the calling
+    thread, where the forward pass must run and the step ends should come:
+    HookSwitch pushes them only while they may act, unless
+    $VMEM_TORCH_OFFLOAD_HOOKS is "always").  Idempotent; returns the
+    Offload."""
     global _off, _read
     if _off is not None:
         return _off
@@ -1601,13 +1742,38 @@ def install(lib_mod, torch, min_bytes=MiB, budget=None):
         s = _read(device)
         return s.cur_step_device_max if s is not None else 0
 
+    always = _hooks_always()
     _off = Offload(torch, in_use, budget=budget, min_bytes=min_bytes, step_max=step_max,
                    watermark=_watermark_reader(lib_mod),
                    step_naive=getattr(lib_mod, "step_naive", None),
                    fits=_fits_reader(lib_mod), record_stream=_record_stream_fn(lib_mod),
                    copy_out=_copy_out_fn(lib_mod))
-    torch._C._autograd._push_saved_tensors_default_hooks(_off.hook_pack, _off.hook_unpack)
+    _off.hooks_always = always
+    _off.switch = HookSwitch(torch._C._autograd, (_off.hook_pack, _off.hook_unpack))
+    _off.update_hooks()
     return _off
+
+
+def _hooks_always():
+    """$VMEM_TORCH_OFFLOAD_HOOKS: "cut" (default: the hooks pushed only
+    while they may act, HookSwitch) or "always"."""
+    import os
+    v = os.environ.get("VMEM_TORCH_OFFLOAD_HOOKS", "cut").strip().lower()
+    if v not in ("cut", "always"):
+        raise ValueError("VMEM_TORCH_OFFLOAD_HOOKS=%r: expected \"cut\" or \"always\"" % v)
+    return v == "always"
+
+
+def limit_set(device=None):
+    """Called by libvmem.set_limit() after the limit changed: a cut below
+    the last step's demand pushes the hooks at once (on the installing
+    thread), so that the next step's first saved tensor starts the budget
+    as it would with the hooks always pushed."""
+    if _off is None:
+        return
+    s = _read(device if device is not None else 0)
+    if s is not None:
+        _off.update_hooks(s.limit)
 
 
 def uninstall():
@@ -1617,7 +1783,8 @@ def uninstall():
     if _off is None:
         return
     _off.enabled = False
-    _off.torch._C._autograd._pop_saved_tensors_default_hooks()
+    if _off.switch is not None:
+        _off.switch.remove()
     _off = None
 
 
@@ -1638,7 +1805,11 @@ def stats():
     """The offload's counters: totals since install and the last step."""
     if _off is None:
         return {"installed": False}
-    out = {"installed": True, "budget": _off.budget.bytes}
+    sw = _off.switch
+    out = {"installed": True, "budget": _off.budget.bytes,
+           "hooks_on": sw.on if sw is not None else None,
+           "hook_pushes": sw.pushes if sw is not None else 0,
+           "hook_pops": sw.pops if sw is not None else 0}
     out.update(_off.totals)
     out["last_step"] = dict(_off.last_step)
     return out

@@ -141,6 +141,25 @@ class PythonModule(unittest.TestCase):
         self.assertEqual(out.strip(), "[True, True, True, False, False, False, 'refused'] "
                          "{'installed': False}")
 
+    def test_a_cut_by_set_limit_pushes_the_offloads_hooks(self):
+        # the offload over a stand-in torch, libvmem's own statistics reader
+        out = run("""
+            sys.path.append(%r)
+            import libvmem_offload as off
+            import test_offload as T
+            _, o, _ = T.make(0)
+            ag = T.FakeAutograd()
+            o.switch = off.HookSwitch(ag, (o.hook_pack, o.hook_unpack))
+            o.last_demand = 48 << 20  # the last step's device and host maximum
+            off._off, off._read = o, off._stats_reader(L)
+            L._offload = off
+            L.set_limit("56M")
+            print(len(ag.stack))
+            L.set_limit("32M")
+            print(len(ag.stack), off.stats()["hooks_on"])
+            """ % HERE, VMEM_LIMIT="64M")
+        self.assertEqual(out.split(), ["0", "1", "True"])
+
     def test_stats_spill_and_step_end(self):
         out = run("""
             lib = L.load()

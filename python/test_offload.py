@@ -993,6 +993,51 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(o.next_skip, {})  # worth its offload: not skipped next step
         self.assertEqual([k for k, _ in torch.log if k.startswith("h2d")], ["h2d"])
 
+    def bulk_step(self, o, torch, order, n=8, size=64 * MiB):
+        """One step of n saved tensors of size, unpacked in order (indices
+        into the packed list); returns what pack gave for each."""
+        ts = [torch.cuda_tensor(size, float(k)) for k in range(n)]
+        packed = [o.pack(t) for t in ts]
+        o._drain(block=True)
+        for k in order:
+            o.unpack(packed[k])
+        o.step_end(lambda dev: (2 * GiB, 30 * GiB, GiB))
+        return [type(p).__name__ for p in packed]
+
+    def test_tensors_a_backward_consumes_in_bulk_are_skipped_next_step(self):
+        # a torch.compile'd model's backward: one node unpacks all its saved
+        # tensors, first saved first
+        torch, o, _ = make(4 * GiB, limit=2 * GiB)
+        o.budget.set_limit(2 * GiB)  # windows of 64 MiB
+        o.gpu_pace = False
+        self.bulk_step(o, torch, range(8))
+        # saved after record k and still to come: (7 - k) x 64 MiB; more than
+        # the window and more than half of the pass's 512 MiB for k = 0, 1, 2
+        self.assertEqual(o.skip, {0: 64 * MiB, 1: 64 * MiB, 2: 64 * MiB})
+        self.assertEqual((o.last_step["bulk"], o.totals["bulk_bytes"]), (192 * MiB, 192 * MiB))
+        got = self.bulk_step(o, torch, range(8))
+        self.assertEqual(got[:4], ["Tensor"] * 3 + ["_Record"])  # left on the device
+        self.assertEqual(o.last_step["skipped"], 192 * MiB)
+        for _ in range(6):  # the rest follow, about half of what is offloaded at a time,
+            self.bulk_step(o, torch, range(8))  # but for the last two: within the window
+        self.assertEqual(sorted(o.skip), [0, 1, 2, 3, 4, 5])
+        _, o2, _ = make(4 * GiB, limit=2 * GiB)
+        o2.budget.set_limit(2 * GiB)
+        o2.gpu_pace = False
+        o2.bulk_skip = False
+        self.bulk_step(o2, torch, range(8))
+        self.assertEqual(o2.skip, {})
+
+    def test_a_backward_in_reverse_order_or_by_small_nodes_is_not_bulk(self):
+        for order in (range(7, -1, -1),  # eager: the reverse of the saving order
+                      [6, 7, 4, 5, 2, 3, 0, 1]):  # nodes that each save two tensors
+            torch, o, _ = make(4 * GiB, limit=2 * GiB)
+            o.budget.set_limit(2 * GiB)
+            o.gpu_pace = False
+            for _ in range(2):
+                self.bulk_step(o, torch, order)
+            self.assertEqual((o.skip, o.totals["bulk_bytes"]), ({}, 0), list(order))
+
     def test_skips_are_forgotten_when_the_limit_changes(self):
         torch, o, state = make(GiB)
         o.gpu_pace = False  # skips judged by the CPU's query (at once)
@@ -1124,6 +1169,145 @@ class HooksTest(unittest.TestCase):
         t = torch.cuda_tensor(4 * MiB, 1.0)
         o.unpack(o.pack(t))
         self.assertEqual(len(reads), 2)
+
+
+class FakeAutograd:
+    """torch._C._autograd's default saved tensor hooks: one thread's stack."""
+
+    def __init__(self, with_top=True):
+        self.stack = []
+        if with_top:
+            self._top_saved_tensors_default_hooks = \
+                lambda ignore_is_tracing: self.stack[-1] if self.stack else None
+
+    def _push_saved_tensors_default_hooks(self, pack, unpack):
+        self.stack.append((pack, unpack))
+
+    def _pop_saved_tensors_default_hooks(self):
+        self.stack.pop()
+
+
+def switched(budget_bytes=0, limit=10 * GiB, ag=None):
+    """An Offload with a HookSwitch over a FakeAutograd, switched once as
+    install() does; returns (o, ag)."""
+    _, o, _ = make(budget_bytes, limit=limit)
+    ag = ag or FakeAutograd()
+    o.switch = off.HookSwitch(ag, (o.hook_pack, o.hook_unpack))
+    o.update_hooks()
+    return o, ag
+
+
+def fits(o, limit=10 * GiB, device_max=6 * GiB):
+    o.step_end(lambda dev: (limit, device_max, 0))
+
+
+class HookSwitchTest(unittest.TestCase):
+    def ours(self, o):
+        return (o.hook_pack, o.hook_unpack)
+
+    def test_hooks_are_pushed_only_while_the_offload_may_act(self):
+        o, ag = switched()
+        self.assertEqual(ag.stack, [])  # installed: nothing to offload, nothing pushed
+        fits(o)
+        self.assertEqual(ag.stack, [])
+        o.step_end(lambda dev: (10 * GiB, 9 * GiB, 3 * GiB))  # did not fit: a budget
+        self.assertGreater(o.budget.bytes, 0)
+        self.assertEqual(ag.stack, [self.ours(o)])
+        self.assertTrue(o.last_step["hooks_on"])
+        for _ in range(10):  # raised: the budget falls away, and the hooks go with it
+            fits(o, limit=40 * GiB, device_max=GiB)
+            if not ag.stack:
+                break
+        self.assertEqual(o.budget.bytes, 0)
+        self.assertEqual(ag.stack, [])
+        self.assertEqual((o.switch.pushes, o.switch.pops), (1, 1))
+
+    def test_a_cut_below_the_last_steps_demand_pushes_at_once(self):
+        o, ag = switched()
+        fits(o)  # demand 6 GiB
+        self.assertEqual(o.update_hooks(8 * GiB), False)  # above the demand: no cut
+        self.assertEqual(ag.stack, [])
+        self.assertEqual(o.update_hooks(5 * GiB), True)  # set_limit cut below it
+        self.assertEqual(ag.stack, [self.ours(o)])
+        o.start_at_cut = False  # the budget would wait for a step end: no hooks before it
+        self.assertEqual(o.update_hooks(5 * GiB), False)
+
+    def test_limit_set_reads_the_limit_and_switches(self):
+        o, ag = switched()
+        fits(o)
+        saved = off._off, off._read
+        limit = [8 * GiB]
+        try:
+            off._off = o
+            off._read = lambda dev: type("S", (), {"limit": limit[0]})()
+            off.limit_set(0)
+            self.assertEqual(ag.stack, [])
+            limit[0] = 4 * GiB
+            off.limit_set(0)
+            self.assertEqual(ag.stack, [self.ours(o)])
+        finally:
+            off._off, off._read = saved
+
+    def test_other_hooks_are_left_as_they_were(self):
+        o, ag = switched(budget_bytes=GiB)
+        self.assertEqual(ag.stack, [self.ours(o)])
+        theirs = (lambda t: t, lambda t: t)
+        ag._push_saved_tensors_default_hooks(*theirs)  # e.g. a save_on_cpu context
+        o.budget.bytes = 0
+        self.assertTrue(o.update_hooks())  # ours are not on top: not popped
+        self.assertEqual(ag.stack, [self.ours(o), theirs])
+        ag._pop_saved_tensors_default_hooks()
+        self.assertFalse(o.update_hooks())
+        self.assertEqual(ag.stack, [])
+        ag._push_saved_tensors_default_hooks(*theirs)  # pushed while ours were off
+        o.budget.bytes = GiB
+        self.assertFalse(o.update_hooks())  # not pushed over theirs
+        self.assertEqual(ag.stack, [theirs])
+        ag._pop_saved_tensors_default_hooks()  # their context ends
+        self.assertTrue(o.update_hooks())
+        self.assertEqual(ag.stack, [self.ours(o)])
+
+    def test_only_the_installing_thread_switches(self):
+        import threading
+        o, ag = switched()
+        o.budget.bytes = GiB
+        th = threading.Thread(target=o.update_hooks)
+        th.start()
+        th.join()
+        self.assertEqual(ag.stack, [])
+        o.update_hooks()
+        self.assertEqual(ag.stack, [self.ours(o)])
+
+    def test_always_and_a_torch_without_the_top_function_keep_them_pushed(self):
+        o, ag = switched(ag=FakeAutograd(with_top=False))
+        self.assertEqual(ag.stack, [self.ours(o)])
+        fits(o)
+        self.assertEqual(ag.stack, [self.ours(o)])
+        o, ag = switched()
+        o.hooks_always = True
+        fits(o)
+        self.assertEqual(ag.stack, [self.ours(o)])
+        o.switch.remove()  # uninstall
+        self.assertEqual(ag.stack, [])
+
+    def test_the_environment_variable(self):
+        saved = os.environ.get("VMEM_TORCH_OFFLOAD_HOOKS")
+        try:
+            got = []
+            for v in ("cut", "always", " Always ", "bogus"):
+                os.environ["VMEM_TORCH_OFFLOAD_HOOKS"] = v
+                try:
+                    got.append(off._hooks_always())
+                except ValueError:
+                    got.append("refused")
+            del os.environ["VMEM_TORCH_OFFLOAD_HOOKS"]
+            got.append(off._hooks_always())
+            self.assertEqual(got, [False, True, True, "refused", False])
+        finally:
+            if saved is not None:
+                os.environ["VMEM_TORCH_OFFLOAD_HOOKS"] = saved
+            else:
+                os.environ.pop("VMEM_TORCH_OFFLOAD_HOOKS", None)
 
 
 class RoomAheadTest(unittest.TestCase):

@@ -50,7 +50,10 @@ dense in another order such as channels_last, the way before),
 CUT_ALT (ATTR=V1,V2: an offload attribute, budget.ATTR for its budget, set to
 V1 and V2 in turn at each cut step from CUT_ALT_FROM, default 4, on; each
 value's steps are summarised per cut: a within-process A/B for knobs whose
-effect is per step, free of the spread between processes),
+effect is per step, free of the spread between processes; CUT_ALT_PHASES,
+e.g. full,raised75: in those phases instead of the cuts; hooks_always=0,1
+alternates the offload's hooks pushed only while they may act and pushed
+all the time),
 CUT_OFFLOAD_CHOICE (1: the offload measures both ways per limit and keeps the
 faster, libvmem_offload.Choice; a study knob, needs CUT_STEPS of 24 or so),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
@@ -76,6 +79,9 @@ rest of the backward pass leaves, learned from the last two steps, instead of
 its window, 1/32 of the limit; a study knob, slower on an H100),
 CUT_OFFLOAD_FAST (0: the hooks reach streams through torch.cuda's Python
 functions, the way before, instead of the calls underneath them),
+CUT_COMPILE (1: the model runs through torch.compile, whole),
+CUT_OFFLOAD_BULK_SKIP (0: records a backward consumes in bulk, as a compiled
+model's does, are not skipped; libvmem_offload.Offload._bulk_check),
 CUT_OFFLOAD_EARLY (1: each saved tensor is let go as soon as its copy out is
 queued, libvmem keeping its memory until the copy is done through
 vmem_record_stream, instead of the window's pacing; a study knob, slower for
@@ -358,6 +364,7 @@ def worker(a):
                 ("CUT_OFFLOAD_DENSE", None, "dense_ok"),
                 ("CUT_OFFLOAD_SPREAD_LARGE", None, "spread_large"),
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
+                ("CUT_OFFLOAD_BULK_SKIP", None, "bulk_skip"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
                 ("CUT_OFFLOAD_FAST", "fast", "raw"))
     wf = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC")
@@ -390,16 +397,23 @@ def worker(a):
             off.budget.window_in_max = 1 << 40
     alt = os.environ.get("CUT_ALT")
     alt_from = int(os.environ.get("CUT_ALT_FROM") or 4)
+    alt_phases = [p for p in (os.environ.get("CUT_ALT_PHASES") or "").split(",") if p]
     if alt:  # ATTR=V1,V2: an offload knob alternated per cut step
         attr, vals = alt.split("=", 1)
         alt = (attr, [float(v) for v in vals.split(",")])
+
+    phase_name = [None]
 
     def alternate(frac, k):
         """CUT_ALT: the value for cut step k (from CUT_ALT_FROM on), set on
         the offload (budget.X: on its Budget, windows recomputed); None
         when not alternating."""
-        if not alt or frac is None or frac >= 1.0 or k < alt_from or \
-                not L.offload_stats().get("installed"):
+        if alt_phases:
+            if phase_name[0] not in alt_phases:
+                return None
+        elif frac is None or frac >= 1.0:
+            return None
+        if not alt or k < alt_from or not L.offload_stats().get("installed"):
             return None
         attr, vals = alt
         v = vals[(k - alt_from) % len(vals)]
@@ -409,6 +423,8 @@ def worker(a):
         setattr(obj, attr, v)
         if obj is libvmem_offload._off.budget and obj.limit:
             obj.set_limit(obj.limit)
+        if attr == "hooks_always":  # pushed or popped now, for this step
+            obj.update_hooks(L.get_limit())
         return v
 
     torch.manual_seed(0)
@@ -418,6 +434,9 @@ def worker(a):
     torch.backends.cudnn.deterministic = True
     model, opt, step_fn, amp = build(a.job, torch, a.batch)
     model = model.cuda().train()
+    run = model
+    if os.environ.get("CUT_COMPILE") == "1":  # the whole model compiled (torch.compile)
+        run = torch.compile(model)
     # fp16: a GradScaler (skipped steps end a libvmem step through the hook's
     # GradScaler wrapper); bf16: autocast alone; None: fp32
     scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
@@ -454,8 +473,10 @@ def worker(a):
                 lim = start if frac >= 1.0 else int(peak * frac)
                 L.set_limit(lim)
                 res.setdefault("limits", {})[name] = lim
+            phase_name[0] = name
             for k in range(n):
                 alt_val = alternate(frac, k)
+                hooks_on = L.offload_stats().get("hooks_on")
                 s0 = L.stats()
                 r0 = region_counts()
                 gc0 = (gc_clock["runs"], gc_clock["ms"])
@@ -481,7 +502,7 @@ def worker(a):
                 ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
                 ev[0].record()
                 with torch.autocast("cuda", dtype=adt, enabled=amp is not None):
-                    loss = step_fn(model, i)
+                    loss = step_fn(run, i)
                 ev[1].record()
                 opt.zero_grad(set_to_none=True)
                 if scaler is not None:
@@ -522,7 +543,7 @@ def worker(a):
                     return s1.get(key, 0) - s0.get(key, 0)
 
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
-                       "alt": alt_val,
+                       "alt": alt_val, "hooks_on": hooks_on,
                        "cpu_ms": t_cpu * 1e3,
                        "gc_runs": gc_clock["runs"] - gc0[0], "gc_ms": gc_clock["ms"] - gc0[1],
                        "libvmem_steps": s1["steps"] - s0["steps"],
@@ -573,7 +594,7 @@ def worker(a):
                     ls = off.get("last_step", {})
                     rec["offload"] = {k: ls.get(k, 0) for k in (
                         "offloaded", "early", "prefetched", "late", "late_no_room", "reclaimed",
-                        "skipped",
+                        "skipped", "bulk",
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
                         "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
                         "spread", "choice", "skew", "ahead_max", "room_known", "bw_hooks",
@@ -612,11 +633,13 @@ def worker(a):
                     log("    offload: %.2f GB out (%.2f GB let go at once), %.2f GB fetched ahead, "
                         "%.2f GB late (%.2f GB "
                         "for want of room), %.2f GB "
-                        "taken back before the copy out was let go, %.2f GB skipped; budget %.2f "
+                        "taken back before the copy out was let go, %.2f GB skipped (%.2f GB "
+                        "found consumed in bulk); budget %.2f "
                         "-> %.2f GB; device max %.2f GB (before backward %.2f), host max %.2f GB; "
                         "%d waits (%d on the device)" % (
                             o["offloaded"] / 1e9, o["early"] / 1e9, o["prefetched"] / 1e9,
                             o["late"] / 1e9, o["late_no_room"] / 1e9, o["reclaimed"] / 1e9, o["skipped"] / 1e9,
+                            o["bulk"] / 1e9,
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
                             o.get("fwd_max", 0) / 1e9,
                             o["host_max"] / 1e9, o["waits_out"], o["waits_out_gpu"]))

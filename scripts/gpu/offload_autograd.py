@@ -185,7 +185,8 @@ def worker(case, result):
     for phase, i, _ in cut_steps(L, torch, plan, res):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        rec = {"phase": phase}
+        # the offload's hooks pushed during the step (HookSwitch; None: not installed)
+        rec = {"phase": phase, "hooks_on": L.offload_stats().get("hooks_on")}
         try:
             rec["loss"] = step(i)
             rec["gsum"] = sum(int(p.grad.view(torch.int32).to(torch.int64).sum())
@@ -197,12 +198,14 @@ def worker(case, result):
         rec["ms"] = (time.perf_counter() - t0) * 1e3
         o = L.offload_stats().get("last_step", {})
         rec["offloaded"] = o.get("offloaded", 0)
+        rec["bulk"] = o.get("bulk", 0)  # found consumed in bulk (a skip from the next step)
         rec["host_pinned"] = o.get("host_pinned", 0)
         rec["libvmem_host_max"] = o.get("host_max", 0)
         res["steps"].append(rec)
         print(case, phase, "%.1f ms" % rec["ms"], rec.get("loss"), rec.get("gsum"),
-              rec.get("error", ""), "out %d MiB, pinned %d MiB" % (
-                  rec["offloaded"] >> 20, rec["host_pinned"] >> 20), flush=True)
+              rec.get("error", ""), "out %d MiB (%d MiB consumed in bulk), pinned %d MiB, hooks %s" % (
+                  rec["offloaded"] >> 20, rec["bulk"] >> 20, rec["host_pinned"] >> 20,
+                  {True: "on", False: "off", None: "-"}[rec["hooks_on"]]), flush=True)
     res["offload_totals"] = L.offload_stats()
     with open(result, "w") as f:
         json.dump(res, f)
@@ -212,8 +215,10 @@ def hook_cost(result):
     """The CPU cost of the installed hooks in a step that fits (nothing to
     offload: every saved tensor goes through them and is kept): a small
     CPU-bound model (many small saved tensors), forward and backward timed
-    with no hooks, with the bare pack/unpack, and with hook_pack/hook_unpack
-    (the version check), in turn in one process."""
+    with no hooks (what a step that fits pays since the hooks are pushed
+    only while they may act, HookSwitch), with the bare pack/unpack, and
+    with hook_pack/hook_unpack (the version check, as pushed while cut), in
+    turn in one process."""
     import framework_proof as fp
     L = fp.load_libvmem()
     import torch
@@ -231,7 +236,8 @@ def hook_cost(result):
     def count(t):
         saved[0] += 1
         return t
-    ag._pop_saved_tensors_default_hooks()
+    off.switch.set(False)  # a step that fits: the switch has them off already
+    assert not ag._top_saved_tensors_default_hooks(True), "other saved tensor hooks pushed"
     ag._push_saved_tensors_default_hooks(count, lambda t: t)
     model(x).sum().backward()
     ag._pop_saved_tensors_default_hooks()
@@ -248,7 +254,7 @@ def hook_cost(result):
             res["us_per_pass"][name].append((time.perf_counter() - t0) / 50 * 1e6)
             if hooks:
                 ag._pop_saved_tensors_default_hooks()
-    ag._push_saved_tensors_default_hooks(off.hook_pack, off.hook_unpack)  # as installed
+    off.update_hooks()  # as installed
     with open(result, "w") as f:
         json.dump(res, f)
 
