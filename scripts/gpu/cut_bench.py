@@ -79,7 +79,8 @@ rest of the backward pass leaves, learned from the last two steps, instead of
 its window, 1/32 of the limit; a study knob, slower on an H100),
 CUT_OFFLOAD_FAST (0: the hooks reach streams through torch.cuda's Python
 functions, the way before, instead of the calls underneath them),
-CUT_COMPILE (1: the model runs through torch.compile, whole),
+CUT_COMPILE (1: the model runs through torch.compile, whole; blocks: each
+entry of its first ModuleList of 4 or more compiled on its own),
 CUT_OFFLOAD_BULK_SKIP (0: records a backward consumes in bulk, as a compiled
 model's does, are not skipped; libvmem_offload.Offload._bulk_check),
 CUT_OFFLOAD_EARLY (1: each saved tensor is let go as soon as its copy out is
@@ -437,6 +438,15 @@ def worker(a):
     run = model
     if os.environ.get("CUT_COMPILE") == "1":  # the whole model compiled (torch.compile)
         run = torch.compile(model)
+    elif os.environ.get("CUT_COMPILE") == "blocks":
+        # each entry of the model's first ModuleList of 4 or more (a
+        # transformer's blocks) compiled on its own, the rest eager
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.ModuleList) and len(mod) >= 4:
+                for j in range(len(mod)):
+                    mod[j] = torch.compile(mod[j])
+                log("compiled %d blocks of %s" % (len(mod), type(mod[0]).__name__))
+                break
     # fp16: a GradScaler (skipped steps end a libvmem step through the hook's
     # GradScaler wrapper); bf16: autocast alone; None: fp32
     scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
