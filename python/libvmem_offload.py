@@ -619,6 +619,7 @@ class HookSwitch:
         self.on = False
         self.pushes = 0
         self.pops = 0
+        self.warned = False  # asked to switch from another thread (warned once)
         # the stack's top when the hooks were last popped (at install: as found)
         self.below = None if self.fixed else self.top()
 
@@ -635,7 +636,18 @@ class HookSwitch:
         """Pushes (want) or pops the hooks where the rules above allow;
         returns whether they are pushed."""
         want = want or self.fixed
-        if want == self.on or threading.get_ident() != self.thread:
+        if want == self.on:
+            return self.on
+        if threading.get_ident() != self.thread:
+            if not self.warned:  # the hooks are per thread: pushed from here they would not act
+                self.warned = True
+                import warnings
+                warnings.warn(
+                    "libvmem offload: a step end or set_limit() on another thread than "
+                    "install_torch()'s cannot push or pop its saved tensor hooks, which stay "
+                    "%s; end the steps on the thread that runs the forward pass, or set "
+                    "VMEM_TORCH_OFFLOAD_HOOKS=always" % ("pushed" if self.on else "off"),
+                    RuntimeWarning, stacklevel=3)
             return self.on
         if want:
             if not self.fixed and self.top() != self.below:

@@ -1271,10 +1271,16 @@ class HookSwitchTest(unittest.TestCase):
         import threading
         o, ag = switched()
         o.budget.bytes = GiB
-        th = threading.Thread(target=o.update_hooks)
-        th.start()
-        th.join()
+        import warnings
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                th = threading.Thread(target=o.update_hooks)
+                th.start()
+                th.join()
         self.assertEqual(ag.stack, [])
+        self.assertEqual(len(w), 1)  # said once
+        self.assertIn("VMEM_TORCH_OFFLOAD_HOOKS=always", str(w[0].message))
         o.update_hooks()
         self.assertEqual(ag.stack, [self.ours(o)])
 
