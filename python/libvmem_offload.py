@@ -852,6 +852,7 @@ class Offload:
         # bulk_skip (_bulk_check): a record its backward consumed together
         # with most of those saved after it is a skip for the next steps
         self.bulk_skip = True
+        self.warned_bulk = False  # said once (step_end) that a pass was taken in bulk
         self.room = RoomAhead()
         self.last_demand = 0
         self._skip_limit = None  # the limit the skips were learned under
@@ -975,6 +976,14 @@ class Offload:
                               "host_pinned_new": self.pool.new_bytes}
             if self.step_offloaded:
                 self.totals["steps_active"] += 1
+            if self.step_bulk and not self.warned_bulk:
+                self.warned_bulk = True
+                import warnings
+                warnings.warn(
+                    "libvmem offload: a backward pass took %.2f GB of saved tensors in bulk (a "
+                    "model compiled whole by torch.compile?): the offload leaves such tensors on "
+                    "the device, and the cut step runs at placement's speed; compile each block "
+                    "instead (docs/embedding.md)" % (self.step_bulk / 1e9), RuntimeWarning)
             new_pinned = self.pool.new_bytes
             self.pool.new_bytes = 0
             # paced by room, the device maximum is the copies' doing as much

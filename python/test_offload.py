@@ -1010,12 +1010,20 @@ class HooksTest(unittest.TestCase):
         torch, o, _ = make(4 * GiB, limit=2 * GiB)
         o.budget.set_limit(2 * GiB)  # windows of 64 MiB
         o.gpu_pace = False
-        self.bulk_step(o, torch, range(8))
+        import warnings
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            self.bulk_step(o, torch, range(8))
+        self.assertEqual(len(w), 1)
+        self.assertIn("compile each block", str(w[0].message))
         # saved after record k and still to come: (7 - k) x 64 MiB; more than
         # the window and more than half of the pass's 512 MiB for k = 0, 1, 2
         self.assertEqual(o.skip, {0: 64 * MiB, 1: 64 * MiB, 2: 64 * MiB})
         self.assertEqual((o.last_step["bulk"], o.totals["bulk_bytes"]), (192 * MiB, 192 * MiB))
-        got = self.bulk_step(o, torch, range(8))
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            got = self.bulk_step(o, torch, range(8))
+        self.assertEqual(w, [])  # said once
         self.assertEqual(got[:4], ["Tensor"] * 3 + ["_Record"])  # left on the device
         self.assertEqual(o.last_step["skipped"], 192 * MiB)
         for _ in range(6):  # the rest follow, about half of what is offloaded at a time,
