@@ -904,6 +904,10 @@ class Offload:
         self.pass_cum = 0
         self.pass_hi = -1
         self.step_bulk = 0        # bytes of records found consumed in bulk (bulk_skip)
+        # bulk_skip: (record, highest record of its pass not unpacked at its
+        # first unpack, bytes saved after it then to come, its pass's bytes
+        # offloaded then), judged at the step end
+        self.bulk_maybe = []
         self.max_pass_sizes = []  # those of the pass with the most eligible bytes
         self.step_prefetched = 0
         self.step_late = 0
@@ -949,6 +953,7 @@ class Offload:
                 _, most, _ = self.watermark(dev)
                 self.step_drained = max(self.step_drained, most - self.pending_bytes)
             self._drain(block=True)
+            self._bulk_judge()
             limit, dmax, hmax = stats_of(dev)
             tot = self.totals
             self.last_step = {"pack_s": tot["pack_seconds"] - self._mark[0],
@@ -1575,8 +1580,9 @@ class Offload:
         into a full device.  Where more than the fetch ahead's window and
         more than half the pass's offloaded bytes were saved after r and
         are still to come, r is a skip for the next steps (as a record
-        whose copy out came too late is); a node that saves a few tensors
-        together stays under both."""
+        whose copy out came too late is; judged at the step end,
+        _bulk_judge); a node that saves a few tensors together stays under
+        both."""
         if r.index < self.pass_first or self.pass_hi <= r.index:
             return
         recs, hi = self.records, self.pass_hi
@@ -1585,9 +1591,25 @@ class Offload:
         self.pass_hi = hi
         later = recs[hi].cum - r.cum
         if later > self.budget.window_in and 2 * later > self.pass_offloaded:
-            self.next_skip[r.cand] = r.nbytes
-            self.step_bulk += r.nbytes
-            self.totals["bulk_bytes"] += r.nbytes
+            self.bulk_maybe.append((r, hi, later, self.pass_offloaded))
+
+    def _bulk_judge(self):
+        """At the step end: the records _bulk_check found consumed in bulk
+        become skips, unless what was still to come after them was records
+        never unpacked (a graph the program dropped, after the one it ran
+        backward on), which do not count."""
+        if not self.bulk_maybe:
+            return
+        recs = self.records
+        never = [0] * (len(recs) + 1)  # never[i]: bytes of records below i never unpacked
+        for i, r in enumerate(recs):
+            never[i + 1] = never[i] + (r.nbytes if r.unpacks == 0 else 0)
+        for r, hi, later, passed in self.bulk_maybe:
+            later -= never[hi + 1] - never[r.index + 1]
+            if later > self.budget.window_in and 2 * later > passed:
+                self.next_skip[r.cand] = r.nbytes
+                self.step_bulk += r.nbytes
+                self.totals["bulk_bytes"] += r.nbytes
 
     def _backward_starts(self, p):
         """A backward pass's first unpack: notes the step's device maximum

@@ -1036,6 +1036,17 @@ class HooksTest(unittest.TestCase):
         self.bulk_step(o2, torch, range(8))
         self.assertEqual(o2.skip, {})
 
+    def test_a_graph_dropped_after_the_one_run_backward_does_not_make_bulk(self):
+        # eight tensors saved by the forward that backward runs on, then eight
+        # by one whose graph the program drops: still to come after each of
+        # the first eight at its unpack, but never unpacked
+        torch, o, _ = make(4 * GiB, limit=2 * GiB)
+        o.budget.set_limit(2 * GiB)
+        o.gpu_pace = False
+        for _ in range(2):
+            self.bulk_step(o, torch, range(7, -1, -1), n=16)
+        self.assertEqual((o.skip, o.totals["bulk_bytes"]), ({}, 0))
+
     def test_a_backward_in_reverse_order_or_by_small_nodes_is_not_bulk(self):
         for order in (range(7, -1, -1),  # eager: the reverse of the saving order
                       [6, 7, 4, 5, 2, 3, 0, 1]):  # nodes that each save two tensors
