@@ -852,6 +852,11 @@ class Offload:
         # bulk_skip (_bulk_check): a record its backward consumed together
         # with most of those saved after it is a skip for the next steps
         self.bulk_skip = True
+        # learn_order (_fetch_order), a study knob: the fetch ahead follows
+        # the order the last step's backward unpacked its records in,
+        # instead of the reverse of the saving order
+        self.learn_order = False
+        self.order_last = []
         self.warned_bulk = False  # said once (step_end) that a pass was taken in bulk
         self.room = RoomAhead()
         self.last_demand = 0
@@ -877,8 +882,14 @@ class Offload:
         self.fetched_bytes = 0  # fetched ahead, not unpacked yet
         self.fetched_count = 0  # the records behind fetched_bytes
         # records[fetch_next]: the highest record not yet fetched or unpacked
-        # (None: from the last); every record above it has been
+        # (None: from the last); every record above it has been.  With a
+        # learned order (learn_order), fetch_seq lists the pass's records in
+        # the order the last step unpacked them, and fetch_next is the
+        # first position in it not yet fetched or unpacked
         self.fetch_next = None
+        self.fetch_seq = None
+        self.cand_index = {}      # candidate number -> its record's index, this step
+        self.unpack_cands = []    # candidates in the order of their records' first unpacks
         # dedupe: (ptr, version, shape, dtype) -> (weakref to the tensor,
         # record, or None if it stayed on the device); the weakref tells a
         # tensor packed twice from a later one that got the same address
@@ -1030,6 +1041,7 @@ class Offload:
             self._judge()
             self.skip = self.next_skip
             self.ex_last = self.ex
+            self.order_last = self.unpack_cands
             self.room.step_end(self.step_offloaded > 0 and self.budget.bytes > 0)
             self._reset_step()
             self._mark = (tot["pack_seconds"], tot["unpack_seconds"], tot["wait_seconds"])
@@ -1172,6 +1184,7 @@ class Offload:
                 self.pass_offloaded = self.pass_offloadable = 0
                 self.pass_sizes = []
                 self.fetch_next = None
+                self.fetch_seq = None
                 self.pass_first = len(self.records)
                 self.pass_cum = 0
                 self.pass_hi = -1
@@ -1230,6 +1243,7 @@ class Offload:
                 done.record(out)
             r = _Record(len(self.records), cand, slot, host, done, t, n)
             r.ref = ref
+            self.cand_index[cand] = r.index
             self.pass_cum += n
             r.cum = self.pass_cum
             self.pass_hi = r.index
@@ -1389,11 +1403,46 @@ class Offload:
         self.step_reclaimed += r.nbytes
         self.totals["reclaimed_bytes"] += r.nbytes
 
+    def _fetch_order(self):
+        """learn_order, at a pass's first fetch ahead: the pass's records in
+        the order the last step's backward first unpacked their candidates
+        (then any others, last saved first), or None where fewer than half
+        of them are in it (the steps differ: the reverse of the saving
+        order).  A model whose blocks torch.compile compiled one by one
+        saves each block's tensors at its end and unpacks them first saved
+        first, block by block from the last: the reverse of the saving
+        order fetches each block's first tensor last, after its consumer
+        asked for it."""
+        first = self.pass_first
+        seq, seen = [], set()
+        for c in self.order_last:
+            i = self.cand_index.get(c)
+            if i is not None and i >= first and i not in seen:
+                seq.append(i)
+                seen.add(i)
+        n = len(self.records) - first
+        if 2 * len(seq) < n:
+            return None
+        seq.extend(i for i in range(len(self.records) - 1, first - 1, -1) if i not in seen)
+        return seq
+
     def _prefetch(self):
         if not self.records:
             return
         if self.fetch_next is None:
-            self.fetch_next = len(self.records) - 1
+            self.fetch_seq = self._fetch_order() if self.learn_order and self.order_last else None
+            self.fetch_next = 0 if self.fetch_seq is not None else len(self.records) - 1
+        seq = self.fetch_seq
+        if seq is not None:  # positions in seq, upwards
+            recs, n, dk = self.records, len(seq), 1
+
+            def at(k):
+                return recs[seq[k]] if k < n else None
+        else:  # record indices, downwards
+            recs, dk = self.records, -1
+
+            def at(k):
+                return recs[k] if k >= 0 else None
         used, limit = None, None
         # backward mostly unpacks in reverse pack order, but not always (a
         # residual branch): a record unpacked early below others leaves a
@@ -1404,12 +1453,14 @@ class Offload:
         if ahead is not None:
             self.step_room_known += 1
         k = self.fetch_next
-        while k >= 0:
-            r = self.records[k]
+        while True:
+            r = at(k)
+            if r is None:
+                return
             if r.dev is not None or r.unpacks:
                 if k == self.fetch_next:
-                    self.fetch_next -= 1
-                k -= 1
+                    self.fetch_next += dk
+                k += dk
                 continue
             if (ahead is None and self.fetched_bytes + r.nbytes > self.budget.window_in and
                     self.fetched_count >= self.ahead_min):
@@ -1449,8 +1500,8 @@ class Offload:
                 self.totals["prefetched_bytes"] += r.nbytes
             self.step_ahead_max = max(self.step_ahead_max, self.fetched_bytes)
             if k == self.fetch_next:
-                self.fetch_next -= 1
-            k -= 1
+                self.fetch_next += dk
+            k += dk
 
     def hook_pack(self, t):
         """The pack hook install() pushes: pack(), and a tensor left as it
@@ -1554,8 +1605,10 @@ class Offload:
                 self.totals["late_fetch_bytes"] += r.nbytes
             elif r.in_done is not None:
                 self.fast.current(r.device).wait_event(r.in_done)
-            if r.unpacks == 0 and self.bulk_skip and self.learn_skip:
-                self._bulk_check(r)
+            if r.unpacks == 0:
+                self.unpack_cands.append(r.cand)
+                if self.bulk_skip and self.learn_skip:
+                    self._bulk_check(r)
             # its consumer is here and its copy out is not even done: its
             # memory never went back, so the next steps leave it on the device
             if (r.ref is None and r.reclaimed and r.unpacks == 0 and self.learn_skip and

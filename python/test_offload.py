@@ -1036,6 +1036,26 @@ class HooksTest(unittest.TestCase):
         self.bulk_step(o2, torch, range(8))
         self.assertEqual(o2.skip, {})
 
+    def test_a_learned_order_fetches_blocks_compiled_one_by_one_in_time(self):
+        # three blocks of two tensors each, each block's pair unpacked first
+        # saved first, the blocks from the last: the reverse of the saving
+        # order fetches each block's first tensor after its consumer asked
+        order = [4, 5, 2, 3, 0, 1]
+        late = {}
+        for learn in (False, True):
+            torch, o, _ = make(4 * GiB, limit=2 * GiB)
+            o.budget.set_limit(2 * GiB)  # the fetch ahead holds one 64 MiB record
+            o.gpu_pace = False
+            o.bulk_skip = False
+            o.learn_order = learn
+            for _ in range(2):
+                self.bulk_step(o, torch, order, n=6)
+            late[learn] = o.last_step["late"]
+            if learn:
+                self.assertEqual(o.order_last, order)
+        # the first unpack is late either way; in the reverse order so are 2 and 0
+        self.assertEqual(late, {False: 3 * 64 * MiB, True: 64 * MiB})
+
     def test_a_graph_dropped_after_the_one_run_backward_does_not_make_bulk(self):
         # eight tensors saved by the forward that backward runs on, then eight
         # by one whose graph the program drops: still to come after each of

@@ -83,6 +83,8 @@ CUT_COMPILE (1: the model runs through torch.compile, whole; blocks: each
 entry of its first ModuleList of 4 or more compiled on its own),
 CUT_OFFLOAD_BULK_SKIP (0: records a backward consumes in bulk, as a compiled
 model's does, are not skipped; libvmem_offload.Offload._bulk_check),
+CUT_OFFLOAD_LEARN_ORDER (1: the fetch ahead follows the order the last
+step unpacked its records in; a study knob),
 CUT_OFFLOAD_EARLY (1: each saved tensor is let go as soon as its copy out is
 queued, libvmem keeping its memory until the copy is done through
 vmem_record_stream, instead of the window's pacing; a study knob, slower for
@@ -366,6 +368,7 @@ def worker(a):
                 ("CUT_OFFLOAD_SPREAD_LARGE", None, "spread_large"),
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
                 ("CUT_OFFLOAD_BULK_SKIP", None, "bulk_skip"),
+                ("CUT_OFFLOAD_LEARN_ORDER", None, "learn_order"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
                 ("CUT_OFFLOAD_FAST", "fast", "raw"))
     wf = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC")
