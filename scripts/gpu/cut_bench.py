@@ -406,14 +406,13 @@ def worker(a):
         attr, vals = alt.split("=", 1)
         alt = (attr, [float(v) for v in vals.split(",")])
 
-    phase_name = [None]
-
-    def alternate(frac, k):
-        """CUT_ALT: the value for cut step k (from CUT_ALT_FROM on), set on
-        the offload (budget.X: on its Budget, windows recomputed); None
-        when not alternating."""
+    def alternate(name, frac, k):
+        """CUT_ALT: the value for step k of phase name (a cut, or one of
+        CUT_ALT_PHASES; from CUT_ALT_FROM on), set on the offload (budget.X:
+        on its Budget, windows recomputed); None when not alternating (the
+        last value set stays)."""
         if alt_phases:
-            if phase_name[0] not in alt_phases:
+            if name not in alt_phases:
                 return None
         elif frac is None or frac >= 1.0:
             return None
@@ -486,9 +485,8 @@ def worker(a):
                 lim = start if frac >= 1.0 else int(peak * frac)
                 L.set_limit(lim)
                 res.setdefault("limits", {})[name] = lim
-            phase_name[0] = name
             for k in range(n):
-                alt_val = alternate(frac, k)
+                alt_val = alternate(name, frac, k)
                 hooks_on = L.offload_stats().get("hooks_on")
                 s0 = L.stats()
                 r0 = region_counts()
