@@ -420,8 +420,9 @@ def install_torch(step_hook=True, offload=None):
     tensor hooks of libvmem_offload, which copy autograd's saved tensors to
     pinned host memory and back on copy streams while the kernels run, only
     while a step does not fit under the limit (docs/placement.md, "Overlap";
-    offload_stats()).  Installed on the calling thread: run the forward
-    pass there.
+    offload_stats()); the hooks are pushed only while they may act
+    ($VMEM_TORCH_OFFLOAD_HOOKS=always: all the time).  Installed on the
+    calling thread: run the forward pass and end the steps there.
 
     With the pluggable allocator, torch.cuda.memory_allocated() and the other
     caching-allocator statistics are not available: use libvmem.stats().
