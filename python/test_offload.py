@@ -687,7 +687,7 @@ class HooksTest(unittest.TestCase):
         registering returns (0: success)."""
         def __init__(self, torch, err=0):
             self.torch, self.err = torch, err
-            self.reg, self.unreg = {}, []
+            self.reg, self.unreg, self.threads = {}, [], set()
 
         def cudaHostRegister(self, ptr, length, flags):
             if not self.err:
@@ -695,11 +695,14 @@ class HooksTest(unittest.TestCase):
             return self.err
 
         def cudaHostUnregister(self, ptr):
+            import threading
             self.unreg.append((ptr, self.torch.syncs))
+            self.threads.add(threading.get_ident())
             return 0
 
-    def _cut_steps(self, err):
+    def _cut_steps(self, err, background=True):
         torch, o, state = make(GiB)
+        o.pool.background = background
         rt = self.Cudart(torch, err)
         torch.cuda.cudart = lambda: rt
         for _ in range(2):
@@ -709,7 +712,18 @@ class HooksTest(unittest.TestCase):
         syncs = torch.syncs
         o.budget.bytes = 0
         o.step_end(lambda dev: (64 * GiB, GiB, 0))  # the cut ends
+        if o.pool.releaser is not None:
+            o.pool.releaser.join()
         return torch, o, rt, emptied, syncs
+
+    def test_the_buffers_are_let_go_on_a_thread_of_their_own(self):
+        import threading
+        _, _, rt, _, _ = self._cut_steps(0)
+        self.assertEqual(len(rt.unreg), 4)
+        self.assertNotIn(threading.get_ident(), rt.threads)  # not in the step end
+        _, o, rt, _, _ = self._cut_steps(0, background=False)
+        self.assertEqual((len(rt.unreg), rt.threads), (4, {threading.get_ident()}))
+        self.assertIsNone(o.pool.releaser)
 
     def test_pinned_buffers_are_registered_whole_pages_and_unregistered_when_the_cut_ends(self):
         torch, o, rt, emptied, syncs = self._cut_steps(0)

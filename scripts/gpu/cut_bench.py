@@ -85,6 +85,8 @@ CUT_OFFLOAD_BULK_SKIP (0: records a backward consumes in bulk, as a compiled
 model's does, are not skipped; libvmem_offload.Offload._bulk_check),
 CUT_OFFLOAD_LEARN_ORDER (1: the fetch ahead follows the order the last
 step unpacked its records in; a study knob),
+CUT_OFFLOAD_BACKGROUND (0: the offload lets its host buffers go in the step
+end that ends the cut, the way before, not on a thread of its own),
 CUT_OFFLOAD_EARLY (1: each saved tensor is let go as soon as its copy out is
 queued, libvmem keeping its memory until the copy is done through
 vmem_record_stream, instead of the window's pacing; a study knob, slower for
@@ -369,6 +371,7 @@ def worker(a):
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
                 ("CUT_OFFLOAD_BULK_SKIP", None, "bulk_skip"),
                 ("CUT_OFFLOAD_LEARN_ORDER", None, "learn_order"),
+                ("CUT_OFFLOAD_BACKGROUND", "pool", "background"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
                 ("CUT_OFFLOAD_FAST", "fast", "raw"))
     wf = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC")
@@ -605,7 +608,7 @@ def worker(a):
                     ls = off.get("last_step", {})
                     rec["offload"] = {k: ls.get(k, 0) for k in (
                         "offloaded", "early", "prefetched", "late", "late_no_room", "reclaimed",
-                        "skipped", "bulk",
+                        "skipped", "bulk", "clear_s", "cleared",
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
                         "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
                         "spread", "choice", "skew", "ahead_max", "room_known", "bw_hooks",
