@@ -298,10 +298,14 @@ class HostPool:
         self.register = True
         self.registered = {}  # data_ptr -> pinned length, buffers this pool registered
         self.register_failures = 0
-        # clear() lets the buffers go on a thread of its own (background),
-        # not in the step end that calls it: 5-10 GB took 0.36-0.63 s there
-        # on an H100 (the first step after a raise); the last one started
-        self.background = True
+        # background (a study knob, off): clear() lets the buffers go on a
+        # thread of its own, not in the step end that calls it, where 5-10 GB
+        # took 0.36-0.63 s on an H100 (the first step after a raise).  Off:
+        # the first step after a raise ran 2.2-3.4x faster with it, but the
+        # thread's work slowed the next steps, whose median (steps 1-3) rose
+        # 12-14% for GPT-2 and up to 2x for BERT (docs/placement.md,
+        # "Letting the host buffers go").  releaser: the last thread started
+        self.background = False
         self.releaser = None
 
     def _pinned(self, nbytes):

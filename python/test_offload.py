@@ -700,7 +700,7 @@ class HooksTest(unittest.TestCase):
             self.threads.add(threading.get_ident())
             return 0
 
-    def _cut_steps(self, err, background=True):
+    def _cut_steps(self, err, background=False):
         torch, o, state = make(GiB)
         o.pool.background = background
         rt = self.Cudart(torch, err)
@@ -718,10 +718,10 @@ class HooksTest(unittest.TestCase):
 
     def test_the_buffers_are_let_go_on_a_thread_of_their_own(self):
         import threading
-        _, _, rt, _, _ = self._cut_steps(0)
+        _, _, rt, _, _ = self._cut_steps(0, background=True)
         self.assertEqual(len(rt.unreg), 4)
         self.assertNotIn(threading.get_ident(), rt.threads)  # not in the step end
-        _, o, rt, _, _ = self._cut_steps(0, background=False)
+        _, o, rt, _, _ = self._cut_steps(0)  # the default: in the step end
         self.assertEqual((len(rt.unreg), rt.threads), (4, {threading.get_ident()}))
         self.assertIsNone(o.pool.releaser)
 

@@ -85,8 +85,8 @@ CUT_OFFLOAD_BULK_SKIP (0: records a backward consumes in bulk, as a compiled
 model's does, are not skipped; libvmem_offload.Offload._bulk_check),
 CUT_OFFLOAD_LEARN_ORDER (1: the fetch ahead follows the order the last
 step unpacked its records in; a study knob),
-CUT_OFFLOAD_BACKGROUND (0: the offload lets its host buffers go in the step
-end that ends the cut, the way before, not on a thread of its own),
+CUT_OFFLOAD_BACKGROUND (1: the offload lets its host buffers go on a thread
+of its own, not in the step end that ends the cut; a study knob),
 CUT_OFFLOAD_EARLY (1: each saved tensor is let go as soon as its copy out is
 queued, libvmem keeping its memory until the copy is done through
 vmem_record_stream, instead of the window's pacing; a study knob, slower for
