@@ -930,10 +930,9 @@ class Offload:
         self.pass_offloadable = 0
         self.max_pass_offloadable = 0
         self.pass_sizes = []      # this pass's eligible candidates' bytes, in order
-        # bulk_skip: the pass's first record (index in records), its bytes
-        # offloaded so far (Record.cum), the highest record not yet unpacked
+        # bulk_skip: the pass's first record (index in records), the highest
+        # record not yet unpacked (Record.cum: pass_offloaded up to a record)
         self.pass_first = 0
-        self.pass_cum = 0
         self.pass_hi = -1
         self.step_bulk = 0        # bytes of records found consumed in bulk (bulk_skip)
         # bulk_skip: (record, highest record of its pass not unpacked at its
@@ -1069,8 +1068,7 @@ class Offload:
             self.room.step_end(self.step_offloaded > 0 and self.budget.bytes > 0)
             self._reset_step()
             self._mark = (tot["pack_seconds"], tot["unpack_seconds"], tot["wait_seconds"])
-            self.update_hooks(limit)
-            self.last_step["hooks_on"] = self.switch.on if self.switch is not None else None
+            self.last_step["hooks_on"] = self.update_hooks(limit)
 
     def update_hooks(self, limit=None):
         """Pushes the hooks (HookSwitch) while they may act: a budget to
@@ -1210,7 +1208,6 @@ class Offload:
                 self.fetch_next = None
                 self.fetch_seq = None
                 self.pass_first = len(self.records)
-                self.pass_cum = 0
                 self.pass_hi = -1
             # a candidate's number counts each tensor once however often it
             # is saved (the skips are by number: one shift would move them all)
@@ -1268,8 +1265,7 @@ class Offload:
             r = _Record(len(self.records), cand, slot, host, done, t, n)
             r.ref = ref
             self.cand_index[cand] = r.index
-            self.pass_cum += n
-            r.cum = self.pass_cum
+            r.cum = self.pass_offloaded + n
             self.pass_hi = r.index
             weakref.finalize(r, self.pool.put, slot)
             self.records.append(r)
