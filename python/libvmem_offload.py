@@ -52,6 +52,8 @@ captured.  Steps are delimited by libvmem's step ends (install_torch's
 optimizer hook, or libvmem.step_end()).  docs/placement.md, "Overlap".
 """
 
+import ctypes
+import mmap
 import statistics
 import threading
 import time
@@ -279,6 +281,17 @@ class HostPool:
 
     register (default True): a buffer is pageable memory of exactly its size
     (page-aligned, whole pages of its own), pinned by cudaHostRegister.
+
+    trim (default True): the pageable memory is a PyTorch CPU tensor, which
+    glibc carves from its heap once its dynamic mmap threshold has risen; let
+    go, those bytes went back to the system only in the frees of the next
+    steps, 25-200 ms of system time in one or two of the steps after a raise
+    from a 50% cut (BERT and GPT-2 on an H100).  So clear() ends with glibc's
+    malloc_trim, which gives them back there and then.  anon (a study knob,
+    off): each buffer an anonymous mapping of its own instead (mmap and
+    torch.frombuffer), unmapped when let go; measured, pinning it made the
+    first steps of a cut 1.4-2.8x slower (docs/placement.md, "The steps after
+    a raise").
     Measured on an H100 (scripts/gpu/pin_probe.py): 0.34-0.39 s per GB,
     against 0.62-1.22 s per GB asked through PyTorch's pinned allocator
     (torch.empty(pin_memory=True)), which rounds every block up to a power
@@ -297,6 +310,12 @@ class HostPool:
         self.new_bytes = 0
         self.register = True
         self.registered = {}  # data_ptr -> pinned length, buffers this pool registered
+        self.anon = False  # a study knob (see above)
+        # after letting buffers from PyTorch's CPU tensors go, glibc's free
+        # heap memory is given back at once (malloc_trim), not in the frees of
+        # the next steps
+        self.trim = True
+        self.maps = {}  # data_ptr -> the anonymous mapping under a registered buffer
         self.register_failures = 0
         # background (a study knob, off): clear() lets the buffers go on a
         # thread of its own, not in the step end that calls it, where 5-10 GB
@@ -307,6 +326,9 @@ class HostPool:
         # "Letting the host buffers go").  releaser: the last thread started
         self.background = False
         self.releaser = None
+        # keep (a study knob, off): clear() keeps the free buffers pinned, so
+        # a study can tell what letting them go costs the steps after a raise
+        self.keep = False
 
     def _pinned(self, nbytes):
         """A pinned uint8 buffer of nbytes: registered, else PyTorch's."""
@@ -316,9 +338,7 @@ class HostPool:
                 rt = torch.cuda.cudart()
                 page = self.PAGE
                 length = (nbytes + page - 1) // page * page
-                whole = torch.empty(length + page, dtype=torch.uint8)
-                off = (-whole.data_ptr()) % page
-                buf = whole[off:off + nbytes]  # a view: keeps `whole` alive
+                buf, mm = self._pageable(nbytes, length)
                 err = rt.cudaHostRegister(buf.data_ptr(), length, 0)
             except (AttributeError, RuntimeError, TypeError):
                 self.register = False  # no cudart here: PyTorch's pinned memory from now on
@@ -326,9 +346,29 @@ class HostPool:
                 if int(err) == 0:
                     with self.lock:
                         self.registered[buf.data_ptr()] = length
+                        if mm is not None:
+                            self.maps[buf.data_ptr()] = mm
                     return buf
                 self.register_failures += 1  # e.g. the locked-memory limit: this one as before
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+    def _pageable(self, nbytes, length):
+        """A uint8 CPU tensor of nbytes on whole pages of its own (length
+        bytes, page-aligned) and the anonymous mapping under it (None where
+        it is a PyTorch CPU tensor: no mmap or torch.frombuffer here)."""
+        torch = self.torch
+        frombuffer = getattr(torch, "frombuffer", None)
+        if self.anon and frombuffer is not None:
+            try:
+                mm = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            except (AttributeError, OSError, ValueError):
+                self.anon = False  # no anonymous mappings here: PyTorch's CPU tensors
+            else:
+                return frombuffer(mm, dtype=torch.uint8, count=nbytes), mm
+        page = self.PAGE
+        whole = torch.empty(length + page, dtype=torch.uint8)
+        off = (-whole.data_ptr()) % page
+        return whole[off:off + nbytes], None  # a view: keeps `whole` alive
 
     def get(self, nbytes, stream):
         with self.lock:
@@ -353,32 +393,48 @@ class HostPool:
         """Drops the free buffers: the registered ones are unregistered once
         the last copy that read each is done; PyTorch's host allocator, which
         caches the pinned blocks it made, is asked to give its free ones
-        back to the system."""
+        back to the system.  With keep set, nothing is let go."""
+        if self.keep:
+            return
         with self.lock:
             slots = [sl for lst in self.free.values() for sl in lst]
             self.free = {}
             self.held -= sum(sl[0].numel() for sl in slots)
             mine = [self.registered.pop(sl[0].data_ptr(), None) is not None for sl in slots]
+            # the mappings go with their buffers, once unregistered (_release)
+            maps = [self.maps.pop(sl[0].data_ptr(), None) for sl in slots]
         if not slots:
             return
         if self.background:
-            self.releaser = threading.Thread(target=self._release, args=(slots, mine),
+            self.releaser = threading.Thread(target=self._release, args=(slots, mine, maps),
                                              name="libvmem-offload-release", daemon=True)
             self.releaser.start()
         else:
-            self._release(slots, mine)
+            self._release(slots, mine, maps)
 
-    def _release(self, slots, mine):
+    def _release(self, slots, mine, maps):
         """clear()'s work: unpins (once the last copy that read each is
-        done) and lets go of the buffers, on clear()'s thread or its own."""
-        cached = False
-        for (buf, ev), registered in zip(slots, mine):
+        done) and lets go of the buffers, on clear()'s thread or its own: a
+        buffer's anonymous mapping is unmapped when the last reference to
+        it, the buffer's or the one in maps, goes (here, at the latest when
+        this returns)."""
+        cached = trim = False
+        for k, ((buf, ev), registered) in enumerate(zip(slots, mine)):
+            anon = maps[k] is not None
             if not registered:
                 cached = True
                 continue
             if ev is not None:
                 ev.synchronize()  # no copy may still read what is unpinned
             self.torch.cuda.cudart().cudaHostUnregister(buf.data_ptr())
+            slots[k] = maps[k] = None  # the buffer, then its mapping, let go now
+            trim = trim or (self.trim and not anon)
+        del buf
+        if trim:
+            try:
+                ctypes.CDLL(None).malloc_trim(0)  # glibc's; elsewhere nothing to do
+            except (AttributeError, OSError):
+                pass
         empty = getattr(getattr(self.torch, "_C", None), "_host_emptyCache", None)
         if cached and empty is not None:
             empty()

@@ -743,6 +743,73 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(o.pool.registered, {})
         self.assertEqual(emptied, [])
 
+    def test_registered_buffers_are_anonymous_mappings_unmapped_when_the_cut_ends(self):
+        import ctypes
+        import mmap as mmap_mod
+        torch, o, state = make(GiB)
+        rt = self.Cudart(torch)
+        torch.cuda.cudart = lambda: rt
+        maps = []  # weak references to every mapping a buffer was made from
+
+        def frombuffer(buf, dtype=None, count=-1):
+            self.assertIsInstance(buf, mmap_mod.mmap)
+            maps.append(weakref.ref(buf))
+            ptr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+            t = torch.Tensor((count,), dtype, Device("cpu"), ptr=ptr)
+            t.keep = buf  # as torch.frombuffer's tensor keeps its buffer
+            return t
+        torch.frombuffer = frombuffer
+        o.pool.anon = True  # a study knob, off by default
+        sizes = [4 * MiB + 100 * k for k in range(4)]
+        for _ in range(2):
+            cut_step(torch, o, state, sizes)
+        # four mappings (the second step reused them), each registered whole
+        # at its page-aligned start; no PyTorch tensor under any of them
+        self.assertEqual(len(maps), 4)
+        self.assertEqual(sorted(rt.reg.values()), [(n + 4095) // 4096 * 4096 for n in sizes])
+        self.assertTrue(all(ptr % 4096 == 0 for ptr in rt.reg))
+        self.assertEqual((torch.pageable, torch.pinned), (0, 0))
+        self.assertTrue(all(m() is not None for m in maps))
+        o.budget.bytes = 0
+        o.step_end(lambda dev: (64 * GiB, GiB, 0))  # the cut ends
+        # unregistered, then unmapped within the step end: no mapping is left
+        self.assertEqual(sorted(p for p, _ in rt.unreg), sorted(rt.reg))
+        self.assertEqual([m() for m in maps], [None] * 4)
+        self.assertEqual((o.pool.held, o.pool.maps), (0, {}))
+        # the default: PyTorch's CPU tensors
+        o.pool.anon = False
+        o.budget.bytes = GiB
+        cut_step(torch, o, state, sizes[:1])
+        self.assertEqual((len(maps), torch.pageable > 0), (4, True))
+
+    def test_the_heap_is_trimmed_once_the_buffers_are_let_go(self):
+        trims = []
+
+        class Libc:
+            def malloc_trim(self, pad):
+                trims.append((pad, len(rt.unreg)))
+                return 1
+        real = off.ctypes.CDLL
+        off.ctypes.CDLL = lambda name: Libc()
+        try:
+            torch, o, state = make(GiB)
+            rt = self.Cudart(torch)
+            torch.cuda.cudart = lambda: rt
+            for _ in range(2):
+                cut_step(torch, o, state, [4 * MiB + 100 * k for k in range(4)])
+            self.assertEqual(trims, [])  # nothing let go while cut
+            o.budget.bytes = 0
+            o.step_end(lambda dev: (64 * GiB, GiB, 0))  # the cut ends
+            self.assertEqual(trims, [(0, 4)])  # once, after all four were unregistered
+            o.pool.trim = False  # the way before: glibc gives them back when it will
+            o.budget.bytes = GiB
+            cut_step(torch, o, state, [4 * MiB])
+            o.budget.bytes = 0
+            o.step_end(lambda dev: (64 * GiB, GiB, 0))
+            self.assertEqual((trims, len(rt.unreg)), ([(0, 4)], 5))
+        finally:
+            off.ctypes.CDLL = real
+
     def test_a_refused_registration_falls_back_to_pytorchs_pinned_memory(self):
         torch, o, rt, emptied, _ = self._cut_steps(2)  # e.g. cudaErrorMemoryAllocation
         self.assertEqual(rt.reg, {})

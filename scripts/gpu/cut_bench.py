@@ -63,6 +63,8 @@ for the CPU's launches and waiting with work queued, and the CPU's calls;
 CUT_PROFILE=stack: the same with Python stacks, libvmem's functions timed;
 CUT_PROFILE=py: cProfile of the last full step and of the last step of each
 cut, the functions by own time and libvmem's by time with their callees),
+CUT_PROFILE_AT (PHASE:K,...: profile those steps, e.g. raised50:1, instead
+of each phase's last),
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
 CUT_OFFLOAD_REGISTER (0: the offload's host buffers from PyTorch's pinned
 allocator instead of registered pageable memory, the way before),
@@ -87,6 +89,14 @@ CUT_OFFLOAD_LEARN_ORDER (1: the fetch ahead follows the order the last
 step unpacked its records in; a study knob),
 CUT_OFFLOAD_BACKGROUND (1: the offload lets its host buffers go on a thread
 of its own, not in the step end that ends the cut; a study knob),
+CUT_OFFLOAD_KEEP_POOL (1: the offload keeps its host buffers pinned after a
+cut instead of letting them go; a study knob),
+CUT_OFFLOAD_ANON (0: the host buffers' pageable memory from PyTorch's CPU
+tensors, the way before, instead of anonymous mappings of their own),
+CUT_OFFLOAD_TRIM (1: with CUT_OFFLOAD_ANON=0, glibc's free heap memory given
+back at once after the buffers are let go; a study knob),
+CUT_RAISED_SLEEP (S: seconds slept, the device idle, after the first step of
+each raise, to tell what decays with time from what decays with steps),
 CUT_OFFLOAD_EARLY (1: each saved tensor is let go as soon as its copy out is
 queued, libvmem keeping its memory until the copy is done through
 vmem_record_stream, instead of the window's pacing; a study knob, slower for
@@ -99,6 +109,7 @@ import collections
 import gc
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -313,6 +324,16 @@ def cpu_calls(evs, most=10):
         if top:
             lines.append("  %s: %s" % (title, "; ".join(
                 "%s %d %.1f" % (k, n, t / 1e3) for k, (n, t) in top)))
+    # the longest single CUDA calls, with their thread and start (ms into the trace)
+    calls = [e for e in evs if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime",
+                                                                        "cuda_driver")]
+    if calls:
+        t0 = min(float(e["ts"]) for e in evs if e.get("ph") == "X")
+        top = sorted(calls, key=lambda e: -float(e.get("dur", 0)))[:most]
+        lines.append("  longest CUDA calls: %s" % "; ".join(
+            "%s %.2f ms at %.1f (thread %s)" % (e.get("name"), float(e.get("dur", 0)) / 1e3,
+                                                (float(e["ts"]) - t0) / 1e3, e.get("tid"))
+            for e in top))
     return "\n".join(lines)
 
 
@@ -372,6 +393,9 @@ def worker(a):
                 ("CUT_OFFLOAD_BULK_SKIP", None, "bulk_skip"),
                 ("CUT_OFFLOAD_LEARN_ORDER", None, "learn_order"),
                 ("CUT_OFFLOAD_BACKGROUND", "pool", "background"),
+                ("CUT_OFFLOAD_KEEP_POOL", "pool", "keep"),
+                ("CUT_OFFLOAD_ANON", "pool", "anon"),
+                ("CUT_OFFLOAD_TRIM", "pool", "trim"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
                 ("CUT_OFFLOAD_FAST", "fast", "raw"))
     wf = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC")
@@ -475,6 +499,8 @@ def worker(a):
             gc_clock["runs"] += 1
             gc_clock["ms"] += (time.perf_counter() - gc_clock["t"].pop(tid)) * 1e3
     gc.callbacks.append(on_gc)
+    raised_sleep = float(os.environ.get("CUT_RAISED_SLEEP") or 0)
+    prof_at = set(p for p in (os.environ.get("CUT_PROFILE_AT") or "").split(",") if p)
     start = L.stats()["startCap"]
     peak = None
     i = 0
@@ -489,22 +515,28 @@ def worker(a):
                 L.set_limit(lim)
                 res.setdefault("limits", {})[name] = lim
             for k in range(n):
+                if k == 1 and raised_sleep and name.startswith("raised"):
+                    torch.cuda.synchronize()
+                    time.sleep(raised_sleep)
                 alt_val = alternate(name, frac, k)
                 hooks_on = L.offload_stats().get("hooks_on")
                 s0 = L.stats()
                 r0 = region_counts()
                 gc0 = (gc_clock["runs"], gc_clock["ms"])
+                ru0 = resource.getrusage(resource.RUSAGE_SELF)
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
                 prof = None
                 cpu_prof = a.profile in ("cpu", "stack")
                 pyprof = None
-                if a.profile == "py" and k == n - 1:  # the Python side, by function
+                # CUT_PROFILE_AT: the steps named there instead of each phase's last
+                want = ("%s:%d" % (name, k)) in prof_at if prof_at else k == n - 1
+                if a.profile == "py" and want:  # the Python side, by function
                     import cProfile
                     pyprof = cProfile.Profile()
                     pyprof.enable()
-                elif a.profile and k == n - 1 and (
-                        (frac is not None and frac < 1.0) or (cpu_prof and name == "full")):
+                elif a.profile and want and (prof_at or (frac is not None and frac < 1.0) or
+                                             (cpu_prof and name == "full")):
                     acts = [torch.profiler.ProfilerActivity.CUDA]
                     if cpu_prof:  # the launches too: who the compute stream waits for
                         acts.append(torch.profiler.ProfilerActivity.CPU)
@@ -540,8 +572,8 @@ def worker(a):
                         a.job, a.mode, name, dt * 1e3,
                         prof.key_averages().table(sort_by="cuda_time_total", row_limit=18,
                                                    max_name_column_width=90)))
-                    path = os.path.join(OUT, "trace-%s-%s-%s.json" % (
-                        a.job, a.mode.replace("+", "-"), name))
+                    path = os.path.join(OUT, "trace-%s-%s-%s%s.json" % (
+                        a.job, a.mode.replace("+", "-"), name, "-%d" % k if prof_at else ""))
                     prof.export_chrome_trace(path)
                     with open(path) as f:  # read once: with the CPU's activity, tens of MB
                         evs = json.load(f).get("traceEvents", [])
@@ -549,6 +581,7 @@ def worker(a):
                     if cpu_prof:
                         log(stream_gaps(evs))
                         log(cpu_calls(evs))
+                ru1 = resource.getrusage(resource.RUSAGE_SELF)
                 s1 = L.stats()
                 r1 = region_counts()
 
@@ -560,6 +593,14 @@ def worker(a):
                        "alt": alt_val, "hooks_on": hooks_on,
                        "cpu_ms": t_cpu * 1e3,
                        "gc_runs": gc_clock["runs"] - gc0[0], "gc_ms": gc_clock["ms"] - gc0[1],
+                       # the process's (all threads') CPU time, user and system,
+                       # page faults and context switches over the step
+                       "user_ms": 1e3 * (ru1.ru_utime - ru0.ru_utime),
+                       "sys_ms": 1e3 * (ru1.ru_stime - ru0.ru_stime),
+                       "minflt": ru1.ru_minflt - ru0.ru_minflt,
+                       "majflt": ru1.ru_majflt - ru0.ru_majflt,
+                       "nvcsw": ru1.ru_nvcsw - ru0.ru_nvcsw,
+                       "nivcsw": ru1.ru_nivcsw - ru0.ru_nivcsw,
                        "libvmem_steps": s1["steps"] - s0["steps"],
                        "scaler_skipped": scaler is not None and scaler.get_scale() < scale,
                        "fwd_ms": ev[0].elapsed_time(ev[1]), "bwd_ms": ev[1].elapsed_time(ev[2]),
