@@ -433,7 +433,7 @@ class HostPool:
         if trim:
             try:
                 ctypes.CDLL(None).malloc_trim(0)  # glibc's; elsewhere nothing to do
-            except (AttributeError, OSError):
+            except (AttributeError, OSError, TypeError):
                 pass
         empty = getattr(getattr(self.torch, "_C", None), "_host_emptyCache", None)
         if cached and empty is not None:
