@@ -281,6 +281,13 @@ class HostPool:
 
     register (default True): a buffer is pageable memory of exactly its size
     (page-aligned, whole pages of its own), pinned by cudaHostRegister.
+    Measured on an H100 (scripts/gpu/pin_probe.py): 0.34-0.39 s per GB,
+    against 0.62-1.22 s per GB asked through PyTorch's pinned allocator
+    (torch.empty(pin_memory=True)), which rounds every block up to a power
+    of two and pins the rounding too; letting 1.6-1.8 GB go took 34-37 ms
+    against 260-400 ms for emptying PyTorch's host cache.  Where
+    registration fails (or torch.cuda.cudart is missing) the buffer comes
+    from PyTorch's pinned allocator, as with register False.
 
     trim (default True): the pageable memory is a PyTorch CPU tensor, which
     glibc carves from its heap once its dynamic mmap threshold has risen; let
@@ -289,16 +296,9 @@ class HostPool:
     from a 50% cut (BERT and GPT-2 on an H100).  So clear() ends with glibc's
     malloc_trim, which gives them back there and then.  anon (a study knob,
     off): each buffer an anonymous mapping of its own instead (mmap and
-    torch.frombuffer), unmapped when let go; measured, pinning it made the
-    first steps of a cut 1.4-2.8x slower (docs/placement.md, "The steps after
-    a raise").
-    Measured on an H100 (scripts/gpu/pin_probe.py): 0.34-0.39 s per GB,
-    against 0.62-1.22 s per GB asked through PyTorch's pinned allocator
-    (torch.empty(pin_memory=True)), which rounds every block up to a power
-    of two and pins the rounding too; letting 1.6-1.8 GB go took 34-37 ms
-    against 260-400 ms for emptying PyTorch's host cache.  Where
-    registration fails (or torch.cuda.cudart is missing) the buffer comes
-    from PyTorch's pinned allocator, as with register False."""
+    torch.frombuffer), unmapped when let go; measured, pinning it made a
+    cut's first step 2.0-2.8x slower (docs/placement.md, "The steps after a
+    raise")."""
 
     PAGE = 4096
 

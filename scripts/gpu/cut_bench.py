@@ -91,10 +91,11 @@ CUT_OFFLOAD_BACKGROUND (1: the offload lets its host buffers go on a thread
 of its own, not in the step end that ends the cut; a study knob),
 CUT_OFFLOAD_KEEP_POOL (1: the offload keeps its host buffers pinned after a
 cut instead of letting them go; a study knob),
-CUT_OFFLOAD_ANON (0: the host buffers' pageable memory from PyTorch's CPU
-tensors, the way before, instead of anonymous mappings of their own),
-CUT_OFFLOAD_TRIM (1: with CUT_OFFLOAD_ANON=0, glibc's free heap memory given
-back at once after the buffers are let go; a study knob),
+CUT_OFFLOAD_ANON (1: the host buffers' pageable memory as anonymous mappings
+of their own instead of PyTorch's CPU tensors; a study knob, slower first cut
+steps on an H100),
+CUT_OFFLOAD_TRIM (0: glibc's free heap memory not given back when the buffers
+are let go at a cut's end, the way before),
 CUT_RAISED_SLEEP (S: seconds slept, the device idle, after the first step of
 each raise, to tell what decays with time from what decays with steps),
 CUT_OFFLOAD_EARLY (1: each saved tensor is let go as soon as its copy out is
@@ -566,6 +567,7 @@ def worker(a):
                     log(python_profile(pyprof, "%s %s %s" % (a.job, a.mode, name)))
                 torch.cuda.synchronize()
                 dt = time.perf_counter() - t0
+                ru1 = resource.getrusage(resource.RUSAGE_SELF)  # the step's, not the profiler's
                 if prof is not None:  # CUT_PROFILE=1: where the last cut step's GPU time goes
                     prof.__exit__(None, None, None)
                     log("profile %s %s %s (step %.1f ms, profiled):\n%s" % (
@@ -581,7 +583,6 @@ def worker(a):
                     if cpu_prof:
                         log(stream_gaps(evs))
                         log(cpu_calls(evs))
-                ru1 = resource.getrusage(resource.RUSAGE_SELF)
                 s1 = L.stats()
                 r1 = region_counts()
 

@@ -19,15 +19,19 @@ alone does that, and which part of it:
   - nothing: the steps alone (the spread to read the others against).
 Each way runs twice, in turn.  Per step: wall ms, the CPU's ms to queue it.
 """
+import os
+import resource
 import statistics
 import sys
 import time
 
 import torch
 
+from pin_probe import ms, register, unregister  # scripts/gpu, this script's folder
 
-def ms(t0):
-    return (time.perf_counter() - t0) * 1e3
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "python"))
+import libvmem_offload  # noqa: E402  (the pool's own pageable memory, no libvmem needed)
 
 
 def main():
@@ -35,7 +39,6 @@ def main():
     mb = float(sys.argv[2]) if len(sys.argv) > 2 else 32.0
     n = int(mb * 2**20)
     count = max(1, int(gb * 1e9 / n))
-    rt = torch.cuda.cudart()
     dev = torch.device("cuda")
     torch.manual_seed(0)
     layers = []
@@ -63,52 +66,45 @@ def main():
     def steps(k):
         return [step() for _ in range(k)]
 
-    def pinned():
-        bufs = []
-        for _ in range(count):
-            whole = torch.empty(n + 4096, dtype=torch.uint8)
-            off = (-whole.data_ptr()) % 4096
-            b = whole[off:off + n]
-            if int(rt.cudaHostRegister(b.data_ptr(), n, 0)) != 0:
-                raise RuntimeError("cudaHostRegister failed")
-            b.copy_(src, non_blocking=True)  # written by a copy out, as the offload's are
-            bufs.append(b)
+    pool = libvmem_offload.HostPool(torch)
+
+    def pageable(anon):
+        """A buffer's pageable memory, the offload's two ways (n is whole
+        pages): a PyTorch CPU tensor, or an anonymous mapping of its own."""
+        pool.anon = anon
+        return pool._pageable(n, n)[0]
+
+    def pinned(anon=False):
+        bufs = [pageable(anon) for _ in range(count)]
+        for b in bufs:
+            register(b)
+        return bufs
+
+    def written():
+        """Pinned buffers written by copies out, as the offload's are."""
+        bufs = pinned()
+        for b in bufs:
+            b.copy_(src, non_blocking=True)
         torch.cuda.synchronize()
         return bufs
 
-    def unregister(bufs):
+    def unpin(bufs):
         for b in bufs:
-            rt.cudaHostUnregister(b.data_ptr())
+            unregister(b)
 
     # pinning, the two ways the offload gets pageable memory: what
     # registering costs (wall, and the process's system time, all threads)
-    import mmap
-    import resource
-
     def sys_ms():
         return resource.getrusage(resource.RUSAGE_SELF).ru_stime * 1e3
 
-    def torch_pageable():
-        whole = torch.empty(n + 4096, dtype=torch.uint8)
-        off = (-whole.data_ptr()) % 4096
-        return whole[off:off + n]
-
-    def anon_pageable():
-        mm = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        return torch.frombuffer(mm, dtype=torch.uint8, count=n)
-
     for rep in range(2):
-        for name, make in (("torch.empty", torch_pageable), ("anonymous mmap", anon_pageable)):
+        for name, anon in (("torch.empty", False), ("anonymous mmap", True)):
             t0, s0 = time.perf_counter(), sys_ms()
-            bufs = [make() for _ in range(count)]
-            for b in bufs:
-                if int(rt.cudaHostRegister(b.data_ptr(), n, 0)) != 0:
-                    raise RuntimeError("cudaHostRegister failed")
+            bufs = pinned(anon)
             print("pin %-15s %8.1f ms wall, %8.1f ms system" % (
                 name, ms(t0), sys_ms() - s0), flush=True)
             t0, s0 = time.perf_counter(), sys_ms()
-            for b in bufs:
-                rt.cudaHostUnregister(b.data_ptr())
+            unpin(bufs)
             del bufs
             print("  let go          %8.1f ms wall, %8.1f ms system" % (
                 ms(t0), sys_ms() - s0), flush=True)
@@ -124,26 +120,26 @@ def main():
             " ".join("%.1f" % s[1] for s in after)), flush=True)
 
     for rep in range(2):
-        bufs = pinned()
+        bufs = written()
         steps(5)
         t0 = time.perf_counter()
-        unregister(bufs)
+        unpin(bufs)
         del bufs
         show("unreg+free", ms(t0), steps(8))
 
-        bufs = pinned()
+        bufs = written()
         steps(5)
         t0 = time.perf_counter()
-        unregister(bufs)
+        unpin(bufs)
         del bufs
         r = ms(t0)
         time.sleep(1.0)
         show("unreg+free, sleep 1 s", r, steps(8))
 
-        bufs = pinned()
+        bufs = written()
         steps(5)
         t0 = time.perf_counter()
-        unregister(bufs)
+        unpin(bufs)
         r = ms(t0)
         show("unreg only", r, steps(8))
         t0 = time.perf_counter()
