@@ -24,7 +24,9 @@ The full step is the median of the second half of the F full steps (at least
 from the third on); after each raise the table gives every step and the median
 from the second step on against it, and (with the uncut process) against the
 uncut steps of the same numbers, with the share of the uncut process's steps
-more than 5% above its median (the machine's own spread).  Environment: CUT_JOBS, CUT_MODES (a mode
+more than 5% above its median (the machine's own spread), and the CPU's speed
+then (cpu_probe before each step, probe_ms in the JSON) and its time to queue
+a step, over the full steps'.  Environment: CUT_JOBS, CUT_MODES (a mode
 RULE+offload, e.g. planned+offload, also installs libvmem_offload's saved
 tensor hooks; plain modes run without), CUT_FULL (F, 5), CUT_STEPS (C, 13: the
 transition, three trial steps for each of three rules, then three under the
@@ -360,6 +362,22 @@ def python_profile(prof, title, most=25):
     return "\n".join(lines)
 
 
+def cpu_probe(reps=3, n=20000):
+    """The CPU's speed at this moment, as the time of a fixed piece of plain
+    Python (no torch, no libvmem; 1-2 ms), the
+    least of reps runs: a step of a job whose forward the CPU's launches hold
+    slows with the CPU, whatever the allocator does (docs/placement.md, "The
+    steps after a raise")."""
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        d = {}
+        for j in range(n):
+            d[j & 1023] = d.get(j & 1023, 0) + j
+        best = min(best, time.perf_counter() - t0)
+    return best * 1e3
+
+
 def worker(a):
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import framework_proof as fp
@@ -524,8 +542,9 @@ def worker(a):
                 s0 = L.stats()
                 r0 = region_counts()
                 gc0 = (gc_clock["runs"], gc_clock["ms"])
-                ru0 = resource.getrusage(resource.RUSAGE_SELF)
                 torch.cuda.synchronize()
+                probe_ms = cpu_probe()
+                ru0 = resource.getrusage(resource.RUSAGE_SELF)
                 t0 = time.perf_counter()
                 prof = None
                 cpu_prof = a.profile in ("cpu", "stack")
@@ -592,7 +611,7 @@ def worker(a):
 
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
                        "alt": alt_val, "hooks_on": hooks_on,
-                       "cpu_ms": t_cpu * 1e3,
+                       "cpu_ms": t_cpu * 1e3, "probe_ms": probe_ms,
                        "gc_runs": gc_clock["runs"] - gc0[0], "gc_ms": gc_clock["ms"] - gc0[1],
                        # the process's (all threads') CPU time, user and system,
                        # page faults and context switches over the step
@@ -822,6 +841,13 @@ def summarise(results):
                 row["raised_median_from_second_vs_full"] = (
                     statistics.median(s["ms"] for s in rs[1:]) / full)
                 row["host_in_use_after_raise"] = rs[-1]["host_in_use"]
+                # the CPU's speed then against the full steps' (cpu_probe): a
+                # job whose launches hold its forward slows with the CPU
+                if all("probe_ms" in s for s in rs[1:] + fulls):
+                    row["raised_probe_vs_full"] = (statistics.median(s["probe_ms"] for s in rs[1:]) /
+                                                   statistics.median(s["probe_ms"] for s in fulls))
+                    row["raised_cpu_vs_full"] = (statistics.median(s["cpu_ms"] for s in rs[1:]) /
+                                                 statistics.median(s["cpu_ms"] for s in fulls))
             if ref and len(rs) > 1:
                 # the same step numbers in the uncut process (same seed and
                 # data): a reference taken at the same point of training, and
@@ -930,13 +956,18 @@ def main():
                 r["cut_transition_pack_ms"], r.get("raised_first_step_ms", float("nan"))))
     log("\nafter each raise: every step's ms, and the median from the second step on over the "
         "full step; with an uncut process, the median over the uncut steps of the same numbers, "
-        "and the share of that process's steps after its full ones above 1.05x their median:")
+        "and the share of that process's steps after its full ones above 1.05x their median; "
+        "the CPU's speed (cpu_probe, plain Python between steps) and its time to queue a step, "
+        "the medians from the second step over the full steps':")
     for r in rows:
         if "raised_steps_ms" in r:
             paired = ""
             if "raised_median_from_second_vs_uncut" in r:
                 paired = "  vs uncut: %.3f  uncut steps > 1.05x: %.0f%%" % (
                     r["raised_median_from_second_vs_uncut"], 100 * r["uncut_share_over_5pct"])
+            if "raised_probe_vs_full" in r:
+                paired += "  CPU probe / queueing over the full steps': %.3f / %.3f" % (
+                    r["raised_probe_vs_full"], r["raised_cpu_vs_full"])
             log("%-9s %-8s %-6s %s  median from the second: %.3f%s" % (
                 r["job"], r["mode"], r["cut"], r["raised_steps_ms"],
                 r["raised_median_from_second_vs_full"], paired))
