@@ -26,7 +26,8 @@ from the second step on against it, and (with the uncut process) against the
 uncut steps of the same numbers, with the share of the uncut process's steps
 more than 5% above its median (the machine's own spread), and the CPU's speed
 then (cpu_probe before each step, probe_ms in the JSON) and its time to queue
-a step, over the full steps'.  Environment: CUT_JOBS, CUT_MODES (a mode
+a step, over the full steps', and the share of steps above 1.05x the full
+step after the raise and among the full steps (the same process's spread).  Environment: CUT_JOBS, CUT_MODES (a mode
 RULE+offload, e.g. planned+offload, also installs libvmem_offload's saved
 tensor hooks; plain modes run without), CUT_FULL (F, 5), CUT_STEPS (C, 13: the
 transition, three trial steps for each of three rules, then three under the
@@ -841,6 +842,12 @@ def summarise(results):
                 row["raised_median_from_second_vs_full"] = (
                     statistics.median(s["ms"] for s in rs[1:]) / full)
                 row["host_in_use_after_raise"] = rs[-1]["host_in_use"]
+                # the machine's step-to-step spread in the same process: the
+                # share of the full steps (from the second) and of the steps
+                # from the second after the raise above 1.05x the full step
+                fs = [s for s in st if s["phase"] == "full" and s["k"] >= 1]
+                row["full_share_over_5pct"] = sum(s["ms"] > 1.05 * full for s in fs) / max(1, len(fs))
+                row["raised_share_over_5pct"] = sum(s["ms"] > 1.05 * full for s in rs[1:]) / len(rs[1:])
                 # the CPU's speed then against the full steps' (cpu_probe): a
                 # job whose launches hold its forward slows with the CPU
                 if all("probe_ms" in s for s in rs[1:] + fulls):
@@ -957,7 +964,9 @@ def main():
     log("\nafter each raise: every step's ms, and the median from the second step on over the "
         "full step; with an uncut process, the median over the uncut steps of the same numbers, "
         "and the share of that process's steps after its full ones above 1.05x their median; "
-        "the CPU's speed (cpu_probe, plain Python between steps) and its time to queue a step, "
+        "the share of steps above 1.05x the full step after the raise and among the full steps "
+        "(from the second), the CPU's speed (cpu_probe, plain Python between steps) and its time "
+        "to queue a step, "
         "the medians from the second step over the full steps':")
     for r in rows:
         if "raised_steps_ms" in r:
@@ -965,6 +974,9 @@ def main():
             if "raised_median_from_second_vs_uncut" in r:
                 paired = "  vs uncut: %.3f  uncut steps > 1.05x: %.0f%%" % (
                     r["raised_median_from_second_vs_uncut"], 100 * r["uncut_share_over_5pct"])
+            if "full_share_over_5pct" in r:
+                paired += "  steps > 1.05x full: %.0f%% after the raise, %.0f%% of the full ones" % (
+                    100 * r["raised_share_over_5pct"], 100 * r["full_share_over_5pct"])
             if "raised_probe_vs_full" in r:
                 paired += "  CPU probe / queueing over the full steps': %.3f / %.3f" % (
                     r["raised_probe_vs_full"], r["raised_cpu_vs_full"])
