@@ -365,10 +365,10 @@ def python_profile(prof, title, most=25):
 
 def cpu_probe(reps=3, n=20000):
     """The CPU's speed at this moment, as the time of a fixed piece of plain
-    Python (no torch, no libvmem; 1-2 ms), the
-    least of reps runs: a step of a job whose forward the CPU's launches hold
-    slows with the CPU, whatever the allocator does (docs/placement.md, "The
-    steps after a raise")."""
+    Python (no torch, no libvmem; 1-2 ms), the least of reps runs: a step of
+    a job whose forward the CPU's launches hold slows with the CPU, whatever
+    the allocator does (docs/placement.md, "The rest of the slowdown after a
+    raise")."""
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -785,6 +785,16 @@ def summarise(results):
         full = statistics.median(s["ms"] for s in fulls)
         fwd = statistics.median(s.get("fwd_ms", 0) for s in fulls)
         bwd = statistics.median(s.get("bwd_ms", 0) for s in fulls)
+        # the machine's step-to-step spread in the same process: the share of
+        # the full steps (from the second) above 1.05x the full step, and the
+        # CPU's speed (cpu_probe) and time to queue a step in the full steps,
+        # which the steps after each raise are read against
+        fs = [s for s in st if s["phase"] == "full" and s["k"] >= 1]
+        full_share = sum(s["ms"] > 1.05 * full for s in fs) / max(1, len(fs))
+        probed = all("probe_ms" in s for s in st)
+        if probed:
+            full_probe = statistics.median(s["probe_ms"] for s in fulls)
+            full_cpu = statistics.median(s["cpu_ms"] for s in fulls)
         ref = next((u for u in results if u["job"] == r["job"] and u["mode"] == "uncut"), None)
         for cut, raised in (("cut75", "raised75"), ("cut50", "raised50")):
             ph = [s for s in st if s["phase"] == cut]
@@ -842,19 +852,15 @@ def summarise(results):
                 row["raised_median_from_second_vs_full"] = (
                     statistics.median(s["ms"] for s in rs[1:]) / full)
                 row["host_in_use_after_raise"] = rs[-1]["host_in_use"]
-                # the machine's step-to-step spread in the same process: the
-                # share of the full steps (from the second) and of the steps
-                # from the second after the raise above 1.05x the full step
-                fs = [s for s in st if s["phase"] == "full" and s["k"] >= 1]
-                row["full_share_over_5pct"] = sum(s["ms"] > 1.05 * full for s in fs) / max(1, len(fs))
+                # the same from the second step after the raise: a job whose
+                # launches hold its forward slows with the CPU
+                row["full_share_over_5pct"] = full_share
                 row["raised_share_over_5pct"] = sum(s["ms"] > 1.05 * full for s in rs[1:]) / len(rs[1:])
-                # the CPU's speed then against the full steps' (cpu_probe): a
-                # job whose launches hold its forward slows with the CPU
-                if all("probe_ms" in s for s in rs[1:] + fulls):
-                    row["raised_probe_vs_full"] = (statistics.median(s["probe_ms"] for s in rs[1:]) /
-                                                   statistics.median(s["probe_ms"] for s in fulls))
-                    row["raised_cpu_vs_full"] = (statistics.median(s["cpu_ms"] for s in rs[1:]) /
-                                                 statistics.median(s["cpu_ms"] for s in fulls))
+                if probed:
+                    row["raised_probe_vs_full"] = (
+                        statistics.median(s["probe_ms"] for s in rs[1:]) / full_probe)
+                    row["raised_cpu_vs_full"] = (
+                        statistics.median(s["cpu_ms"] for s in rs[1:]) / full_cpu)
             if ref and len(rs) > 1:
                 # the same step numbers in the uncut process (same seed and
                 # data): a reference taken at the same point of training, and

@@ -120,21 +120,15 @@ def main():
             " ".join("%.1f" % s[1] for s in after)), flush=True)
 
     for rep in range(2):
-        bufs = written()
-        steps(5)
-        t0 = time.perf_counter()
-        unpin(bufs)
-        del bufs
-        show("unreg+free", ms(t0), steps(8))
-
-        bufs = written()
-        steps(5)
-        t0 = time.perf_counter()
-        unpin(bufs)
-        del bufs
-        r = ms(t0)
-        time.sleep(1.0)
-        show("unreg+free, sleep 1 s", r, steps(8))
+        for name, sleep in (("unreg+free", 0.0), ("unreg+free, sleep 1 s", 1.0)):
+            bufs = written()
+            steps(5)
+            t0 = time.perf_counter()
+            unpin(bufs)
+            del bufs
+            r = ms(t0)
+            time.sleep(sleep)
+            show(name, r, steps(8))
 
         bufs = written()
         steps(5)
