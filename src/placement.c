@@ -546,6 +546,16 @@ static double clock_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Bytes a plan keeps free under `limit` for fragmentation: 1/64 of the
+ * limit in force when it is used (a limit changed between two steps, as
+ * a cut usually is, does not plan the first step under it with the old
+ * limit's margin), at least 4 MiB. */
+static uint64_t margin_of(uint64_t limit)
+{
+    uint64_t m = limit / 64;
+    return m > 4 * MiB ? m : 4 * MiB;
+}
+
 void place_init(place_t *pl, int plans, int rule)
 {
     memset(pl, 0, sizeof *pl);
@@ -706,6 +716,7 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
         }
     }
     uint64_t dev_start = pl->rec[pl->cur].dev_start;
+    pl->margin = margin_of(env->limit);
     uint64_t margin = pl->margin + pl->extra;
     int swap = pl->rule == PLACE_RULE_SWAP && pl->swap_unit;
     uint32_t *out_at = swap ? malloc(n * sizeof *out_at) : NULL;
@@ -929,7 +940,7 @@ unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const pl
     int m;
     switch (pl->state) {
     case PLACE_ST_MATCH:
-        if (last->peak_total + pl->margin + pl->extra <= env->limit) {
+        if (last->peak_total + margin_of(env->limit) + pl->extra <= env->limit) {
             pl->state = PLACE_ST_LEARN; /* the last step fitted: no plan needed */
             return PLACE_NONE;
         }
@@ -1061,6 +1072,37 @@ void place_note_free_slow(place_t *pl, int arena, uint64_t seq, uint64_t size)
     }
 }
 
+/* A step that did not repeat the last item by item from the plan's offset
+ * (place_step_end's `full`) still tells where the next step frees the
+ * blocks it leaves live, for those of its items that repeat an item of the
+ * last step: all of them where the two steps' sequences are the same (a
+ * step left to naive placement, or one that fitted), else those the plan
+ * matched (cur_of; an extra or missing allocation re-matched further on).
+ * Without it the next plan counts such a block twice (the copy live at the
+ * step start in the base, and the new copy to the cycle's end) and solves
+ * a peak higher than the step's: GPT-2 at 50% on an H100, whose steps
+ * alternate between two sequences six allocations apart (the offload's copy
+ * back of tensors it had let go), planned 2.26 GB on host after each change
+ * where 0.61 fitted (docs/placement.md, "Plans that changed with the step's
+ * variant"). */
+static void wrap_carry(place_t *pl, place_record_t *r, const place_record_t *last)
+{
+    int same = r->n == last->n && r->n <= pl->wrap_n;
+    for (size_t k = 0; same && k < r->n; k++)
+        same = item_matches(&last->items[k], r->items[k].req, r->items[k].stream);
+    if (same) {
+        for (size_t k = 0; k < r->n; k++)
+            if (r->items[k].end == PLACE_OPEN)
+                r->items[k].wrap = pl->wrap[k];
+        return;
+    }
+    for (size_t k = 0; k < pl->plan_n && pl->offset + k < pl->wrap_n; k++) {
+        uint32_t j = pl->cur_of[k];
+        if (j != PLACE_OPEN && j < r->n && r->items[j].end == PLACE_OPEN)
+            r->items[j].wrap = pl->wrap[pl->offset + k];
+    }
+}
+
 void place_step_end(place_t *pl, const place_env_t *env)
 {
     place_record_t *r = &pl->rec[pl->cur];
@@ -1078,6 +1120,8 @@ void place_step_end(place_t *pl, const place_env_t *env)
         if (full && pl->offset + k < pl->wrap_n)
             it->wrap = pl->wrap[pl->offset + k];
     }
+    if (!full)
+        wrap_carry(pl, r, last);
     if (pl->state == PLACE_ST_PLAN)
         pl->stats.planned_steps++;
     else if (pl->state == PLACE_ST_RESYNC || pl->state == PLACE_ST_DIVERGED)
@@ -1120,8 +1164,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
     pl->wrap_n = last->n <= pl->wrap_cap ? last->n : 0;
     for (size_t k = 0; k < pl->wrap_n; k++)
         pl->wrap[k] = PLACE_OPEN;
-    uint64_t m = env->limit / 64;
-    pl->margin = m > 4 * MiB ? m : 4 * MiB;
+    pl->margin = margin_of(env->limit);
     pl->cand.n = 0;
     pl->mk = 0;
     pl->pos = 0;
@@ -1137,6 +1180,6 @@ int place_hold_host(const place_t *pl, uint64_t limit)
 {
     if (!pl->plans)
         return 0; /* naive: the behaviour before the planner */
-    uint64_t need = pl->rec[pl->cur].peak_total + pl->margin + pl->extra;
+    uint64_t need = pl->rec[pl->cur].peak_total + margin_of(limit) + pl->extra;
     return need > limit;
 }

@@ -221,7 +221,8 @@ struct place {
     uint32_t *wrap;           /* wrap[k]: where this step freed a block of
                                  item offset + k of the last step */
     size_t wrap_n, wrap_cap;
-    uint64_t margin;          /* bytes kept free under the limit (fragmentation) */
+    uint64_t margin;          /* bytes kept free under the limit (fragmentation): 1/64
+                                 of the limit where last used (margin_of) */
     uint64_t extra;           /* learned extra margin (fallbacks of planned steps) */
     uint64_t step_fallback;   /* this step: planned device, spilled anyway */
     uint64_t step_placed;     /* this step: placed on host by the plan */
