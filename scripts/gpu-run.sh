@@ -7,7 +7,13 @@
 #       binaries need that a bare Ubuntu 24.04 + CUDA machine lacks (Criterion and
 #       friends, Google Benchmark, cJSON) into build-gpu/carry-libs/, and copies the
 #       shared traces and tests/data's into .carry/traces/.  Then call the device with
-#       carry: ["build-gpu", ".carry"] and command: bash scripts/gpu-run.sh device [STEPS]
+#       command: bash scripts/gpu-run.sh device [STEPS] and a carry that fits the device's
+#       64 MiB beside the tracked tree (about 38 MiB since 2026-11-24; the whole build-gpu,
+#       28 MiB with its object files, no longer does):
+#         tests:   ["build-gpu/src", "build-gpu/tests", "build-gpu/tools",
+#                   "build-gpu/carry-libs", "build-gpu/carry-cuda"]
+#         scripts: ["build-gpu/src", "build-gpu/carry-cuda", ".carry"] (and "build-gpu/bench"
+#                  for the replay benchmarks)
 #
 # There (on the GPU machine, from the repository root):
 #   scripts/gpu-run.sh device [tests] [demo] [SCRIPT ...]
