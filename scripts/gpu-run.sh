@@ -8,12 +8,16 @@
 #       friends, Google Benchmark, cJSON) into build-gpu/carry-libs/, and copies the
 #       shared traces and tests/data's into .carry/traces/.  Then call the device with
 #       command: bash scripts/gpu-run.sh device [STEPS] and a carry that fits the device's
-#       64 MiB beside the tracked tree (about 38 MiB since 2026-11-24; the whole build-gpu,
-#       28 MiB with its object files, no longer does):
-#         tests:   ["build-gpu/src", "build-gpu/tests", "build-gpu/tools",
-#                   "build-gpu/carry-libs", "build-gpu/carry-cuda"]
-#         scripts: ["build-gpu/src", "build-gpu/carry-cuda", ".carry"] (and "build-gpu/bench"
-#                  for the replay benchmarks)
+#       64 MiB beside the tracked tree (40 MiB on 2026-11-24; the whole build-gpu, 28 MiB,
+#       no longer does).  The tests step runs the binaries carried, so the suite goes in
+#       two calls (build-gpu/tests/control needs build-gpu/tools):
+#         ["build-gpu/src", "build-gpu/tests/core", "build-gpu/tests/gpu", "build-gpu/tests/vmm",
+#          "build-gpu/tests/fuzz", "build-gpu/tests/tags", "build-gpu/carry-libs",
+#          "build-gpu/carry-cuda"]  (tests/adapters is small: with either)
+#         ["build-gpu/src", "build-gpu/tests/control", "build-gpu/tools",
+#          "build-gpu/carry-libs", "build-gpu/carry-cuda"]
+#       Scripts: ["build-gpu/src", "build-gpu/carry-cuda", ".carry"] (and "build-gpu/bench"
+#       for the replay benchmarks).
 #
 # There (on the GPU machine, from the repository root):
 #   scripts/gpu-run.sh device [tests] [demo] [SCRIPT ...]
