@@ -1072,12 +1072,14 @@ void place_note_free_slow(place_t *pl, int arena, uint64_t seq, uint64_t size)
     }
 }
 
-/* A step that did not repeat the last item by item from the plan's offset
- * (place_step_end's `full`) still tells where the next step frees the
- * blocks it leaves live, for those of its items that repeat an item of the
- * last step: all of them where the two steps' sequences are the same (a
- * step left to naive placement, or one that fitted), else those the plan
- * matched (cur_of; an extra or missing allocation re-matched further on).
+/* Where the next step frees the blocks this step leaves live (`wrap`): where
+ * this step freed the last step's copies of them, carried to the items of
+ * this step that repeat one of the last step's.  Which ones: item k is the
+ * last step's item offset + k where this step repeated the last item by
+ * item from the plan's offset (full); else all items where the two steps'
+ * sequences are the same (a step left to naive placement, or one that
+ * fitted), else those the plan matched (cur_of; an extra or missing
+ * allocation re-matched further on).
  * Without it the next plan counts such a block twice (the copy live at the
  * step start in the base, and the new copy to the cycle's end) and solves
  * a peak higher than the step's: GPT-2 at 50% on an H100, whose steps
@@ -1085,15 +1087,16 @@ void place_note_free_slow(place_t *pl, int arena, uint64_t seq, uint64_t size)
  * back of tensors it had let go), planned 2.26 GB on host after each change
  * where 0.61 fitted (docs/placement.md, "Plans that changed with the step's
  * variant"). */
-static void wrap_carry(place_t *pl, place_record_t *r, const place_record_t *last)
+static void wrap_carry(place_t *pl, place_record_t *r, const place_record_t *last, int full)
 {
-    int same = r->n == last->n && r->n <= pl->wrap_n;
+    int same = !full && r->n == last->n;
     for (size_t k = 0; same && k < r->n; k++)
         same = item_matches(&last->items[k], r->items[k].req, r->items[k].stream);
-    if (same) {
-        for (size_t k = 0; k < r->n; k++)
+    if (full || same) { /* item k repeats the last step's item off + k */
+        size_t off = full ? pl->offset : 0;
+        for (size_t k = 0; k < r->n && off + k < pl->wrap_n; k++)
             if (r->items[k].end == PLACE_OPEN)
-                r->items[k].wrap = pl->wrap[k];
+                r->items[k].wrap = pl->wrap[off + k];
         return;
     }
     for (size_t k = 0; k < pl->plan_n && pl->offset + k < pl->wrap_n; k++) {
@@ -1115,13 +1118,8 @@ void place_step_end(place_t *pl, const place_env_t *env)
         if (it->end != PLACE_OPEN)
             continue;
         it->dev_end = env->device_bytes(env->ctx, it->arena, it->addr, it->size);
-        /* This step repeated the last from `offset`: its item k is the last
-         * step's item offset + k, freed (if it was) at wrap[offset + k]. */
-        if (full && pl->offset + k < pl->wrap_n)
-            it->wrap = pl->wrap[pl->offset + k];
     }
-    if (!full)
-        wrap_carry(pl, r, last);
+    wrap_carry(pl, r, last, full);
     if (pl->state == PLACE_ST_PLAN)
         pl->stats.planned_steps++;
     else if (pl->state == PLACE_ST_RESYNC || pl->state == PLACE_ST_DIVERGED)
