@@ -190,9 +190,13 @@ struct place {
      * transition, then each rule of auto_rules runs PLACE_TRIAL_STEPS (3)
      * steps (farthest, largest, swap), and the rule of the fastest stays,
      * judged by its fastest step but the first (whose time holds the
-     * previous rule's queued GPU work). */
+     * previous rule's queued GPU work).  A rule whose first plan is the
+     * plan a rule already timed makes for the same step is not timed: it
+     * would place the same blocks (trial_same). */
     int auto_rule;
     unsigned auto_rules;      /* bit r: rule r takes part in the trials */
+    unsigned trial_same;      /* bit r: rule r skipped, its plan an earlier rule's */
+    int trial_fresh;          /* the rule in force has made no plan in its trials yet */
     unsigned trial_step;
     uint64_t trial_limit;
     double trial_best[PLACE_NRULES]; /* fastest counted step's seconds under each rule */
@@ -225,6 +229,8 @@ struct place {
                                  of the limit where last used (margin_of) */
     uint64_t extra;           /* learned extra margin (fallbacks of planned steps) */
     uint64_t step_fallback;   /* this step: planned device, spilled anyway */
+    uint64_t step_short;      /* this step: device bytes those fallbacks lacked
+                                 (place_note_short); what `extra` learns */
     uint64_t step_placed;     /* this step: placed on host by the plan */
     uint64_t step_naive;      /* this step: spilled without a plan */
     uint64_t step_swapped;    /* this step: moved to host by swap windows */
@@ -297,6 +303,13 @@ int place_leave_step(place_t *pl);
  * first), PLACE_DEVICE or PLACE_HOST.  env is consulted when a plan is made
  * (once per step). */
 unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env);
+
+/* An allocation planned on the device (PLACE_DEVICE) of `size` bytes found
+ * no room and goes to host: `dev_in_use` bytes were on the device under
+ * `limit`.  The plan lacked what the block needed beyond the limit, or, if
+ * the room was there but not in one piece, the margin (at most the block):
+ * the learned margin grows by that, not by the block's size. */
+void place_note_short(place_t *pl, uint64_t size, uint64_t dev_in_use, uint64_t limit);
 
 /* An allocation succeeded: arena (0 device, 1 host), its sequence number in
  * that arena, the block, where it lies (on_host), and what had been decided

@@ -816,7 +816,10 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, void *stream,
     }
     if (!p && v->dev.last_fail != BFC_FAIL_SIZE && v->host_fallback) {
         bfc_fail_reason_t fail = v->dev.last_fail;
+        size_t dev_now = vmem_device_bytes(v);
         p = host_alloc(v, size, key, stream, &arena);
+        if (p && where == PLACE_DEVICE)
+            place_note_short(&v->place, bfc_round(size), dev_now, v->dev.limit);
         why = fail == BFC_FAIL_LIMIT ? "limit" : "device_full";
     }
     if (p) {
