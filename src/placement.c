@@ -573,8 +573,6 @@ void place_set_auto(place_t *pl, unsigned rules)
     pl->auto_rules = rules;
     pl->trial_step = 0;
     pl->trial_limit = 0;
-    pl->trial_same = 0;
-    pl->trial_fresh = 0;
     pl->decided = 0;
 }
 
@@ -596,22 +594,6 @@ static int trial_rule(const place_t *pl, int r)
 /* Steps each rule runs in the trials; the first does not count (below). */
 #define PLACE_TRIAL_STEPS 3
 
-/* The end of the trials: the rule of the fastest counted step stays
- * (rules skipped as another's plan are not among them). */
-static void auto_choose(place_t *pl)
-{
-    int best = -1;
-    for (int r = 0; r < PLACE_NRULES; r++) {
-        if (!(pl->auto_rules & (1u << r)) || (pl->trial_same & (1u << r)))
-            continue;
-        if (best < 0 || pl->trial_best[r] < pl->trial_best[best])
-            best = r;
-    }
-    pl->rule = best >= 0 ? best : trial_rule(pl, 0);
-    pl->decided = 1;
-    pl->trial_fresh = 0;
-}
-
 /* One planned step's time under the rule in force; moves through the
  * trials (see place_t): PLACE_TRIAL_STEPS steps per rule. */
 static void auto_note_step(place_t *pl, const place_env_t *env)
@@ -621,8 +603,6 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
         pl->trial_step = 0;
         pl->decided = 0;
         pl->rule = trial_rule(pl, 0);
-        pl->trial_same = 0;
-        pl->trial_fresh = 1;
         for (int r = 0; r < PLACE_NRULES; r++)
             pl->trial_best[r] = 0;
     }
@@ -649,10 +629,14 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
     int next = trial_rule(pl, pl->rule + 1);
     if (next < PLACE_NRULES) {
         pl->rule = next;
-        pl->trial_fresh = 1;
         return;
     }
-    auto_choose(pl);
+    int bestr = trial_rule(pl, 0);
+    for (int r = bestr + 1; r < PLACE_NRULES; r++)
+        if ((pl->auto_rules & (1u << r)) && pl->trial_best[r] < pl->trial_best[bestr])
+            bestr = r;
+    pl->rule = bestr;
+    pl->decided = 1;
 }
 
 void place_fini(place_t *pl)
@@ -692,56 +676,6 @@ static void *grow_to(void *a, size_t *cap, size_t n, size_t elem)
 }
 
 /* Plans the current step as a repetition of the last one from item `off`. */
-/* The solver's rule for the planner's: swap without memory for its
- * windows plans whole blocks, farthest first. */
-static int solver_rule(int rule, int nomem)
-{
-    return rule == PLACE_RULE_SWAP && nomem ? PLACE_RULE_FARTHEST : rule;
-}
-
-/* In the trials, the first plan of a rule (p solved under it into
- * pl->plan, `bytes` on host): if a rule already timed makes the same plan
- * for this step, timing this one would place the same blocks again.  It
- * is skipped (trial_same), and the next rule of the trials, or the choice
- * if none is left, takes this step and its plan.  GPT-2 at 50% on an H100:
- * its swap trial planned no swap at all, and its three steps, farthest
- * first's plans again, cost about a second per cut (docs/placement.md,
- * "Trials that repeat a plan"). */
-static uint64_t trial_skip_same(place_t *pl, place_problem_t *p, uint64_t bytes, int nomem,
-                                uint64_t limit)
-{
-    uint8_t *tmp = malloc(p->n);
-    pl->trial_fresh = 0;
-    while (tmp && !pl->decided) {
-        int same = 0;
-        for (int r = 0; r < PLACE_NRULES && !same; r++) {
-            if (r == pl->rule || !(pl->auto_rules & (1u << r)) || !pl->trial_best[r] ||
-                (pl->trial_same & (1u << r)))
-                continue; /* not timed */
-            p->rule = solver_rule(r, nomem);
-            same = place_solve(p, tmp) == bytes && memcmp(tmp, pl->plan, p->n) == 0;
-        }
-        if (!same)
-            break;
-        pl->trial_same |= 1u << pl->rule;
-        int next = trial_rule(pl, pl->rule + 1);
-        if (next < PLACE_NRULES)
-            pl->rule = next;
-        else
-            auto_choose(pl);
-        /* The learned margin is the rule's own (place_step_end). */
-        pl->extra = 0;
-        p->cap = limit > pl->margin ? limit - pl->margin : 0;
-        p->rule = solver_rule(pl->rule, nomem);
-        bytes = place_solve(p, pl->plan);
-        if (bytes == UINT64_MAX)
-            break;
-    }
-    p->rule = solver_rule(pl->rule, nomem);
-    free(tmp);
-    return bytes;
-}
-
 static int plan_make(place_t *pl, size_t off, const place_env_t *env)
 {
     const place_record_t *last = &pl->rec[!pl->cur];
@@ -784,20 +718,17 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
     uint64_t dev_start = pl->rec[pl->cur].dev_start;
     pl->margin = margin_of(env->limit);
     uint64_t margin = pl->margin + pl->extra;
-    int trials = pl->auto_rule && !pl->decided && pl->trial_fresh;
-    int swap = pl->swap_unit && (pl->rule == PLACE_RULE_SWAP || trials);
+    int swap = pl->rule == PLACE_RULE_SWAP && pl->swap_unit;
     uint32_t *out_at = swap ? malloc(n * sizeof *out_at) : NULL;
     uint32_t *in_at = swap ? malloc(n * sizeof *in_at) : NULL;
-    int nomem = swap && (!out_at || !in_at);
     place_problem_t p = {.n = n, .size = size, .at = at, .end = end, .len = len,
                          .base = dev_start > carried ? dev_start - carried : 0,
                          .cap = env->limit > margin ? env->limit - margin : 0,
                          .rule = pl->rule, .unit = pl->swap_unit, .head = pl->swap_head,
                          .tail = pl->swap_tail, .out_at = out_at, .in_at = in_at};
-    p.rule = solver_rule(pl->rule, nomem);
+    if (swap && (!out_at || !in_at))
+        p.rule = PLACE_RULE_FARTHEST; /* no memory for swaps: whole blocks */
     uint64_t bytes = place_solve(&p, pl->plan);
-    if (trials && bytes != UINT64_MAX)
-        bytes = trial_skip_same(pl, &p, bytes, nomem, env->limit);
     /* Farthest first is the rule of fewest bytes: where naive placement
      * would put no more on host than the plan (blocks whose sizes the plan
      * cannot match to the excess, or a margin raised by fallbacks), the

@@ -190,13 +190,9 @@ struct place {
      * transition, then each rule of auto_rules runs PLACE_TRIAL_STEPS (3)
      * steps (farthest, largest, swap), and the rule of the fastest stays,
      * judged by its fastest step but the first (whose time holds the
-     * previous rule's queued GPU work).  A rule whose first plan is the
-     * plan a rule already timed makes for the same step is not timed: it
-     * would place the same blocks (trial_same). */
+     * previous rule's queued GPU work). */
     int auto_rule;
     unsigned auto_rules;      /* bit r: rule r takes part in the trials */
-    unsigned trial_same;      /* bit r: rule r skipped, its plan an earlier rule's */
-    int trial_fresh;          /* the rule in force has made no plan in its trials yet */
     unsigned trial_step;
     uint64_t trial_limit;
     double trial_best[PLACE_NRULES]; /* fastest counted step's seconds under each rule */
