@@ -594,6 +594,26 @@ static int trial_rule(const place_t *pl, int r)
 /* Steps each rule runs in the trials; the first does not count (below). */
 #define PLACE_TRIAL_STEPS 3
 
+/* A rule whose first counted step took this many times the fastest
+ * counted step of a rule already timed is not timed further.  It is above
+ * the step-to-step spread of one rule's settled steps on the H100s here
+ * (GPT-2 at 50%: 338-409 ms, 1.2x), and a trial step of a losing rule costs
+ * what it loses: GPT-2's swap trial at 50%, 469-501 ms against largest's
+ * 338-342, then 739-1069 ms in its last step (docs/placement.md, "The
+ * trials' cost"). */
+#define PLACE_TRIAL_ABANDON 1.3
+
+/* The fastest counted step of the rules timed before the one in force, 0
+ * if none. */
+static double trial_best_other(const place_t *pl)
+{
+    double b = 0;
+    for (int r = 0; r < PLACE_NRULES; r++)
+        if (r != pl->rule && pl->trial_best[r] > 0 && (b == 0 || pl->trial_best[r] < b))
+            b = pl->trial_best[r];
+    return b;
+}
+
 /* One planned step's time under the rule in force; moves through the
  * trials (see place_t): PLACE_TRIAL_STEPS steps per rule. */
 static void auto_note_step(place_t *pl, const place_env_t *env)
@@ -624,7 +644,10 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
     double *best = &pl->trial_best[pl->rule];
     if (*best == 0 || env->step_seconds < *best)
         *best = env->step_seconds;
-    if (k != PLACE_TRIAL_STEPS - 1)
+    double other = trial_best_other(pl);
+    if (k == 1 && other > 0 && env->step_seconds > PLACE_TRIAL_ABANDON * other)
+        pl->trial_step += PLACE_TRIAL_STEPS - 2; /* the next rule's first step next */
+    else if (k != PLACE_TRIAL_STEPS - 1)
         return;
     int next = trial_rule(pl, pl->rule + 1);
     if (next < PLACE_NRULES) {
