@@ -594,23 +594,21 @@ static int trial_rule(const place_t *pl, int r)
 /* Steps each rule runs in the trials; the first does not count (below). */
 #define PLACE_TRIAL_STEPS 3
 
-/* A rule whose first counted step took this many times the fastest
- * counted step of a rule already timed is not timed further.  It is above
- * the step-to-step spread of one rule's settled steps on the H100s here
- * (GPT-2 at 50%: 338-409 ms, 1.2x), and a trial step of a losing rule costs
- * what it loses: GPT-2's swap trial at 50%, 469-501 ms against largest's
- * 338-342, then 739-1069 ms in its last step (docs/placement.md, "The
- * trials' cost"). */
+/* A rule whose first counted step took this many times the mean of a
+ * rule already timed is not timed further.  It is above the step-to-step
+ * spread of one rule's settled steps on the H100s here (GPT-2 at 50%:
+ * 338-409 ms, 1.2x), and a trial step of a losing rule costs what it
+ * loses: GPT-2's swap trial at 50%, 469-501 ms against largest's 338-342,
+ * then 739-1069 ms in its last step (docs/placement.md, "The trials"). */
 #define PLACE_TRIAL_ABANDON 1.3
 
-/* The fastest counted step of the rules timed before the one in force, 0
- * if none. */
+/* The lowest mean of the rules timed before the one in force, 0 if none. */
 static double trial_best_other(const place_t *pl)
 {
     double b = 0;
     for (int r = 0; r < PLACE_NRULES; r++)
-        if (r != pl->rule && pl->trial_best[r] > 0 && (b == 0 || pl->trial_best[r] < b))
-            b = pl->trial_best[r];
+        if (r != pl->rule && pl->trial_n[r] && (b == 0 || pl->trial_mean[r] < b))
+            b = pl->trial_mean[r];
     return b;
 }
 
@@ -623,8 +621,10 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
         pl->trial_step = 0;
         pl->decided = 0;
         pl->rule = trial_rule(pl, 0);
-        for (int r = 0; r < PLACE_NRULES; r++)
-            pl->trial_best[r] = 0;
+        for (int r = 0; r < PLACE_NRULES; r++) {
+            pl->trial_mean[r] = 0;
+            pl->trial_n[r] = 0;
+        }
     }
     if (pl->decided || pl->state != PLACE_ST_PLAN || !(pl->step_placed || pl->step_swapped))
         return;
@@ -633,17 +633,22 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
      * rule's steps the first does not count: a step's time, measured
      * between step ends on the CPU, also holds the GPU work of the step
      * before it still queued at its start (the CPU runs ahead), which for a
-     * rule's first step is the previous rule's.  The fastest of the others
-     * counts (one step alone was misjudged: ResNet-50's swap, 215 ms in its
-     * second step and 180-190 ms after, lost to farthest's 200 ms). */
+     * rule's first step is the previous rule's.  The mean of the others
+     * counts: a rule's cost is the time of the steps it would run.  Its
+     * fastest step was the measure until a rule whose plans alternated
+     * (GPT-2 at 50% on an H100, farthest first: 1.65 GB on host, 339 ms,
+     * and 0.61 GB, 455-512 ms, by the step's variant) won by its fast
+     * step over one that ran 337-348 ms every step (docs/placement.md,
+     * "The trials").  One step alone was misjudged before (ResNet-50's
+     * swap, 215 ms in its second step and 180-190 ms after, lost to
+     * farthest's 200 ms): that is why two steps count. */
     if (t == 0)
         return;
     unsigned k = (t - 1) % PLACE_TRIAL_STEPS;
     if (k == 0)
         return;
-    double *best = &pl->trial_best[pl->rule];
-    if (*best == 0 || env->step_seconds < *best)
-        *best = env->step_seconds;
+    unsigned n = ++pl->trial_n[pl->rule];
+    pl->trial_mean[pl->rule] += (env->step_seconds - pl->trial_mean[pl->rule]) / n;
     double other = trial_best_other(pl);
     if (k == 1 && other > 0 && env->step_seconds > PLACE_TRIAL_ABANDON * other)
         pl->trial_step += PLACE_TRIAL_STEPS - 2; /* the next rule's first step next */
@@ -656,7 +661,7 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
     }
     int bestr = trial_rule(pl, 0);
     for (int r = bestr + 1; r < PLACE_NRULES; r++)
-        if ((pl->auto_rules & (1u << r)) && pl->trial_best[r] < pl->trial_best[bestr])
+        if ((pl->auto_rules & (1u << r)) && pl->trial_mean[r] < pl->trial_mean[bestr])
             bestr = r;
     pl->rule = bestr;
     pl->decided = 1;

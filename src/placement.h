@@ -188,14 +188,16 @@ struct place {
     /* Choosing the rule by measured step time (place_set_auto): after a
      * limit change, the first planned step that puts bytes on host is a
      * transition, then each rule of auto_rules runs PLACE_TRIAL_STEPS (3)
-     * steps (farthest, largest, swap), and the rule of the fastest stays,
-     * judged by its fastest step but the first (whose time holds the
-     * previous rule's queued GPU work). */
+     * steps (farthest, largest, swap), and the fastest rule stays, judged
+     * by the mean of its steps but the first (whose time holds the previous
+     * rule's queued GPU work); a rule whose first counted step is far
+     * slower than a rule timed before it is not timed further. */
     int auto_rule;
     unsigned auto_rules;      /* bit r: rule r takes part in the trials */
     unsigned trial_step;
     uint64_t trial_limit;
-    double trial_best[PLACE_NRULES]; /* fastest counted step's seconds under each rule */
+    double trial_mean[PLACE_NRULES]; /* mean seconds of each rule's counted steps (0: none) */
+    unsigned trial_n[PLACE_NRULES];  /* its counted steps */
     /* Swap windows (PLACE_RULE_SWAP): the plan's moves, by trigger. */
     uint64_t swap_unit;       /* bytes moved as one (0: no swaps) */
     uint32_t swap_head, swap_tail; /* events after the allocation / before the free */

@@ -83,15 +83,15 @@ static void place_debug(void *ctx, const place_t *pl)
     vmem_log(v, VMEM_LOG_DEBUG,
              "placement: step %llu %s (offset %zu, %zu allocations, %u re-matches): plan %llu "
              "bytes on host; placed %llu, fallback %llu, unplanned spills %llu; margin %llu + %llu; "
-             "rule %s%s (best step %.4f s farthest, %.4f s largest, %.4f s swap); swaps: %zu planned, "
+             "rule %s%s (mean step %.4f s farthest, %.4f s largest, %.4f s swap); swaps: %zu planned, "
              "%llu out, %llu in, %llu skipped",
              (unsigned long long)v->steps, names[pl->state < 5 ? pl->state : 0], pl->offset,
              pl->rec[pl->cur].n, pl->resyncs, (unsigned long long)pl->stats.last_plan_host_bytes,
              (unsigned long long)pl->step_placed, (unsigned long long)pl->step_fallback,
              (unsigned long long)pl->step_naive, (unsigned long long)pl->margin,
              (unsigned long long)pl->extra, placement_name(placement_in_force(v)),
-             pl->auto_rule ? (pl->decided ? ", chosen" : ", on trial") : "", pl->trial_best[0],
-             pl->trial_best[1], pl->trial_best[2], pl->nmoves,
+             pl->auto_rule ? (pl->decided ? ", chosen" : ", on trial") : "", pl->trial_mean[0],
+             pl->trial_mean[1], pl->trial_mean[2], pl->nmoves,
              (unsigned long long)pl->stats.swap_out_bytes, (unsigned long long)pl->stats.swap_in_bytes,
              (unsigned long long)pl->stats.swap_skipped);
 }
