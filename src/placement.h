@@ -191,13 +191,18 @@ struct place {
      * steps (farthest, largest, swap), and the fastest rule stays, judged
      * by the mean of its steps but the first (whose time holds the previous
      * rule's queued GPU work); a rule whose first counted step is far
-     * slower than a rule timed before it is not timed further. */
+     * slower than a rule timed before it is not timed further, and swap
+     * is not timed where its first plan swaps no block (it is then a
+     * whole-block rule like the two timed before it). */
     int auto_rule;
     unsigned auto_rules;      /* bit r: rule r takes part in the trials */
     unsigned trial_step;
     uint64_t trial_limit;
     double trial_mean[PLACE_NRULES]; /* mean seconds of each rule's counted steps (0: none) */
     unsigned trial_n[PLACE_NRULES];  /* its counted steps */
+    unsigned trial_skipped;   /* bit r: rule r left out of these trials (swap
+                                 whose first plan swaps nothing) */
+    int trial_fresh;          /* the rule in force has made no plan in the trials yet */
     /* Swap windows (PLACE_RULE_SWAP): the plan's moves, by trigger. */
     uint64_t swap_unit;       /* bytes moved as one (0: no swaps) */
     uint32_t swap_head, swap_tail; /* events after the allocation / before the free */

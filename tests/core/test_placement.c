@@ -696,6 +696,45 @@ Test(placement, rule_chosen_by_the_mean_of_its_counted_steps)
     job_close(&j);
 }
 
+/* Swap is not timed where its first plan in the trials swaps no block: with
+ * 64 MiB units (vmm's big handles) no 16 MiB activation holds two, so its
+ * plan would be whole blocks like the rules timed before it.  The trials
+ * end at that plan, one step into swap's turn, on farthest or largest. */
+Test(placement, swap_whose_first_plan_swaps_nothing_is_not_timed)
+{
+    job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
+    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
+    pthread_mutex_lock(&j.v->lock);
+    place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
+    pthread_mutex_unlock(&j.v->lock);
+    cr_assert(j.v->place.auto_rules & (1u << PLACE_RULE_SWAP), "swap takes part (sim-vmm)");
+    unsigned started[PLACE_NRULES] = {0};
+    int s = 0;
+    for (; s < 14 && !j.v->place.decided; s++) {
+        started[j.v->place.rule]++;
+        /* 10 s a step, far above its real time: no rule is abandoned */
+        pthread_mutex_lock(&j.v->lock);
+        j.v->step_start -= 10.0;
+        pthread_mutex_unlock(&j.v->lock);
+        job_step(&j, j.act);
+    }
+    cr_assert(j.v->place.decided, "the trials ended");
+    /* the first step, the transition, farthest's three, largest's three,
+     * and the step in which swap's plan swapped nothing */
+    cr_assert_eq(s, 9, "decided after %d steps", s);
+    cr_assert_eq(started[PLACE_RULE_FARTHEST], 5);
+    cr_assert_eq(started[PLACE_RULE_LARGEST], 3);
+    cr_assert_eq(started[PLACE_RULE_SWAP], 1);
+    cr_assert_eq(j.v->place.trial_skipped, 1u << PLACE_RULE_SWAP);
+    cr_assert_eq(j.v->place.trial_n[PLACE_RULE_SWAP], 0);
+    cr_assert_neq(j.v->place.rule, PLACE_RULE_SWAP);
+    vmem_stats_t st = {.size = sizeof st};
+    cr_assert_eq(vmem_get_stats(j.v, &st), VMEM_OK);
+    cr_assert_eq(st.swap_out_bytes, 0);
+    cr_assert_gt(st.placed_host_bytes, 0, "the steps were planned");
+    job_close(&j);
+}
+
 /* A rule whose first counted step takes twice the mean of a rule already
  * timed is not timed further: largest and swap, slower than
  * farthest, run two steps each (their first, which does not count, and one
