@@ -810,6 +810,49 @@ class HooksTest(unittest.TestCase):
         finally:
             off.ctypes.CDLL = real
 
+    def test_huge_advises_each_new_buffers_whole_2mib_pages_before_it_is_registered(self):
+        calls = []
+
+        class Libc:
+            def __init__(self):
+                self.madvise = self.Madvise()
+
+            class Madvise:
+                argtypes = None
+
+                def __call__(self, addr, length, advice):
+                    calls.append((addr, length, advice, len(rt.reg)))
+                    return 0
+
+            def malloc_trim(self, pad):
+                return 1
+        real = off.ctypes.CDLL
+        off.ctypes.CDLL = lambda name, **kw: Libc()
+        try:
+            torch, o, state = make(GiB)
+            rt = self.Cudart(torch)
+            torch.cuda.cudart = lambda: rt
+            sizes = [6 * MiB + 100 * k for k in range(4)]
+            cut_step(torch, o, state, sizes)
+            self.assertEqual(calls, [])  # off by default
+            o.budget.bytes = 0
+            o.step_end(lambda dev: (64 * GiB, GiB, 0))  # the cut ends: buffers let go
+            o.pool.huge = True
+            o.budget.bytes = GiB
+            cut_step(torch, o, state, sizes)
+            self.assertEqual(len(calls), 4)
+            h = 2 * MiB
+            for addr, length, advice, registered in calls:
+                self.assertEqual(advice, 14)  # MADV_HUGEPAGE
+                self.assertEqual((addr % h, length % h), (0, 0))
+                self.assertGreaterEqual(length, 4 * MiB)  # the whole pages inside 6 MiB
+                # inside a buffer registered right after
+                self.assertTrue(any(p <= addr and addr + length <= p + n for p, n in rt.reg.items()))
+            self.assertEqual([c[3] for c in calls], [4, 5, 6, 7])  # each before its registration
+            self.assertEqual(o.pool.huge_advised, sum(c[1] for c in calls))
+        finally:
+            off.ctypes.CDLL = real
+
     def test_a_refused_registration_falls_back_to_pytorchs_pinned_memory(self):
         torch, o, rt, emptied, _ = self._cut_steps(2)  # e.g. cudaErrorMemoryAllocation
         self.assertEqual(rt.reg, {})

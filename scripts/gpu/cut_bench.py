@@ -97,6 +97,8 @@ cut instead of letting them go; a study knob),
 CUT_OFFLOAD_ANON (1: the host buffers' pageable memory as anonymous mappings
 of their own instead of PyTorch's CPU tensors; a study knob, slower first cut
 steps on an H100),
+CUT_OFFLOAD_HUGE (1: each new host buffer's pageable memory advised huge
+before it is pinned; a study knob),
 CUT_OFFLOAD_TRIM (0: glibc's free heap memory not given back when the buffers
 are let go at a cut's end, the way before),
 CUT_RAISED_SLEEP (S: seconds slept, the device idle, after the first step of
@@ -416,6 +418,7 @@ def worker(a):
                 ("CUT_OFFLOAD_KEEP_POOL", "pool", "keep"),
                 ("CUT_OFFLOAD_ANON", "pool", "anon"),
                 ("CUT_OFFLOAD_TRIM", "pool", "trim"),
+                ("CUT_OFFLOAD_HUGE", "pool", "huge"),
                 ("CUT_OFFLOAD_FETCH_ROOM", None, "fetch_room"),
                 ("CUT_OFFLOAD_FAST", "fast", "raw"))
     wf = os.environ.get("CUT_OFFLOAD_WINDOW_FRAC")

@@ -12,9 +12,13 @@ offloads per step at a 75% cut):
   - one slab of all the bytes, registered at once;
   - the slab registered on a second thread while the first runs GPU work
     (a loop of matmuls, timed alone first): how much the pinning slows the
-    thread that queues kernels.
+    thread that queues kernels;
+  - per buffer, an anonymous mapping advised huge (MADV_HUGEPAGE, 2 MiB
+    aligned) and registered, with and without its pages touched first: what
+    transparent huge pages change in the pinning (twenty-ninth session).
 Each way runs in fresh memory; what it pinned is let go before the next.
 """
+import mmap
 import sys
 import threading
 import time
@@ -105,5 +109,56 @@ def main():
     unregister(done["slab"])
 
 
+def huge(n, touch):
+    """An anonymous mapping of n bytes (2 MiB aligned inside a larger one),
+    advised huge, as a uint8 tensor; touch: its pages written first."""
+    h = 2 << 20
+    m = mmap.mmap(-1, n + h, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    base = torch.frombuffer(m, dtype=torch.uint8)
+    off = (-base.data_ptr()) % h
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        m.madvise(mmap.MADV_HUGEPAGE, off, n - n % h)
+    t = base[off:off + n]
+    if touch:
+        t.view(-1)[::4096].fill_(1)
+    return m, t
+
+
+def huge_ways(n, count, total):
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            print("transparent huge pages: %s" % f.read().strip())
+    except OSError:
+        print("transparent huge pages: unknown")
+    for touch in (False, True):
+        t0 = time.perf_counter()
+        keep = [huge(n, touch) for _ in range(count)]
+        t1 = time.perf_counter()
+        for _, b in keep:
+            register(b)
+        t = ms(t0)
+        print("huge anonymous per buffer%s: %8.1f ms  (%.2f s per GB; of it the mappings and touching %.1f ms)" % (
+            ", touched" if touch else "         ", t, t / 1e3 / (total / 1e9), (t1 - t0) * 1e3))
+        for _, b in keep:
+            unregister(b)
+        del keep
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 3 and sys.argv[3] == "huge":
+        torch.zeros(1, device="cuda")
+        mb = float(sys.argv[1])
+        count = int(sys.argv[2])
+        n = int(mb * 1e6)
+        t0 = time.perf_counter()
+        bufs = [torch.empty(n, dtype=torch.uint8) for _ in range(count)]
+        for b in bufs:
+            register(b)
+        t = ms(t0)
+        print("cudaHostRegister per buffer (torch.empty): %8.1f ms  (%.2f s per GB)" % (t, t / 1e3 / (n * count / 1e9)))
+        for b in bufs:
+            unregister(b)
+        del bufs
+        huge_ways(n, count, n * count)
+        sys.exit(0)
     main()
