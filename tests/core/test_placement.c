@@ -735,6 +735,25 @@ Test(placement, swap_whose_first_plan_swaps_nothing_is_not_timed)
     job_close(&j);
 }
 
+/* What a fallback lacked: the bytes beyond the limit the block needed, or
+ * where the room was there in pieces the margin (1/64 of the limit), at most
+ * the block; summed over the step's fallbacks. */
+Test(placement, what_a_fallback_lacked)
+{
+    place_t pl;
+    place_init(&pl, 1, PLACE_RULE_FARTHEST);
+    const uint64_t limit = 1024 * MiB; /* margin 16 MiB */
+    place_note_short(&pl, 64 * MiB, 1000 * MiB, limit);
+    cr_assert_eq(pl.step_short, 40 * MiB, "over the limit by 40 MiB");
+    place_note_short(&pl, 64 * MiB, 900 * MiB, limit);
+    cr_assert_eq(pl.step_short, 56 * MiB, "in pieces: the margin");
+    place_note_short(&pl, 8 * MiB, 900 * MiB, limit);
+    cr_assert_eq(pl.step_short, 64 * MiB, "in pieces, a small block: the block");
+    place_note_short(&pl, 8 * MiB, 1200 * MiB, limit);
+    cr_assert_eq(pl.step_short, 72 * MiB, "far over: the block");
+    place_fini(&pl);
+}
+
 /* A rule whose first counted step takes twice the mean of a rule already
  * timed is not timed further: largest and swap, slower than
  * farthest, run two steps each (their first, which does not count, and one
