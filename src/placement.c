@@ -604,27 +604,22 @@ static int trial_rule(const place_t *pl, int r)
  * then 739-1069 ms in its last step (docs/placement.md, "The trials"). */
 #define PLACE_TRIAL_ABANDON 1.3
 
-/* The lowest mean of the rules timed before the one in force, 0 if none. */
-static double trial_best_other(const place_t *pl)
-{
-    double b = 0;
-    for (int r = 0; r < PLACE_NRULES; r++)
-        if (r != pl->rule && pl->trial_n[r] && (b == 0 || pl->trial_mean[r] < b))
-            b = pl->trial_mean[r];
-    return b;
-}
-
-/* The end of the trials: the rule of the lowest mean stays (rules left out
- * of the trials are not among them). */
-static void auto_choose(place_t *pl)
+/* The rule of the lowest mean among those with counted steps but `except`
+ * (-1: none excepted), -1 if none.  A rule left out of the trials
+ * (trial_skipped) or outside auto_rules has no counted step. */
+static int trial_lowest(const place_t *pl, int except)
 {
     int best = -1;
-    for (int r = 0; r < PLACE_NRULES; r++) {
-        if (!(pl->auto_rules & (1u << r)) || (pl->trial_skipped & (1u << r)) || !pl->trial_n[r])
-            continue;
-        if (best < 0 || pl->trial_mean[r] < pl->trial_mean[best])
+    for (int r = 0; r < PLACE_NRULES; r++)
+        if (r != except && pl->trial_n[r] && (best < 0 || pl->trial_mean[r] < pl->trial_mean[best]))
             best = r;
-    }
+    return best;
+}
+
+/* The end of the trials: the rule of the lowest mean stays. */
+static void auto_choose(place_t *pl)
+{
+    int best = trial_lowest(pl, -1);
     pl->rule = best >= 0 ? best : trial_rule(pl, 0);
     pl->decided = 1;
     pl->trial_fresh = 0;
@@ -681,8 +676,8 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
         return;
     unsigned n = ++pl->trial_n[pl->rule];
     pl->trial_mean[pl->rule] += (env->step_seconds - pl->trial_mean[pl->rule]) / n;
-    double other = trial_best_other(pl);
-    if (k == 1 && other > 0 && env->step_seconds > PLACE_TRIAL_ABANDON * other)
+    int other = trial_lowest(pl, pl->rule);
+    if (k == 1 && other >= 0 && env->step_seconds > PLACE_TRIAL_ABANDON * pl->trial_mean[other])
         pl->trial_step += PLACE_TRIAL_STEPS - 2; /* the next rule's first step next */
     else if (k != PLACE_TRIAL_STEPS - 1)
         return;

@@ -40,6 +40,22 @@ def unregister(t):
     torch.cuda.cudart().cudaHostUnregister(t.data_ptr())
 
 
+def register_each(n, count, total):
+    """COUNT PyTorch CPU tensors of n bytes, each registered (timed), then
+    unregistered (timed)."""
+    t0 = time.perf_counter()
+    bufs = [torch.empty(n, dtype=torch.uint8) for _ in range(count)]
+    for b in bufs:
+        register(b)
+    t = ms(t0)
+    print("cudaHostRegister per buffer:     %8.1f ms  (%.2f s per GB)" % (t, t / 1e3 / (total / 1e9)))
+    ok = bufs[0].is_pinned()
+    t0 = time.perf_counter()
+    for b in bufs:
+        unregister(b)
+    print("  unregistering:                 %8.1f ms  (is_pinned %s)" % (ms(t0), ok))
+
+
 def main():
     mb = float(sys.argv[1]) if len(sys.argv) > 1 else 20.0
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 80
@@ -58,18 +74,7 @@ def main():
     torch._C._host_emptyCache()
     print("  emptying PyTorch's host cache: %8.1f ms" % ms(t0))
 
-    t0 = time.perf_counter()
-    bufs = [torch.empty(n, dtype=torch.uint8) for _ in range(count)]
-    for b in bufs:
-        register(b)
-    t = ms(t0)
-    print("cudaHostRegister per buffer:     %8.1f ms  (%.2f s per GB)" % (t, t / 1e3 / (total / 1e9)))
-    ok = bufs[0].is_pinned()
-    t0 = time.perf_counter()
-    for b in bufs:
-        unregister(b)
-    print("  unregistering:                 %8.1f ms  (is_pinned %s)" % (ms(t0), ok))
-    del bufs
+    register_each(n, count, total)
 
     t0 = time.perf_counter()
     slab = torch.empty(total, dtype=torch.uint8)
@@ -150,15 +155,7 @@ if __name__ == "__main__":
         mb = float(sys.argv[1])
         count = int(sys.argv[2])
         n = int(mb * 1e6)
-        t0 = time.perf_counter()
-        bufs = [torch.empty(n, dtype=torch.uint8) for _ in range(count)]
-        for b in bufs:
-            register(b)
-        t = ms(t0)
-        print("cudaHostRegister per buffer (torch.empty): %8.1f ms  (%.2f s per GB)" % (t, t / 1e3 / (n * count / 1e9)))
-        for b in bufs:
-            unregister(b)
-        del bufs
+        register_each(n, count, n * count)
         huge_ways(n, count, n * count)
         sys.exit(0)
     main()
