@@ -6,6 +6,7 @@
 #include "placement.h"
 
 #define PLACE_MATCH_MAX 16u               /* allocations to tell candidate offsets apart */
+#define PLACE_PAIR_WINDOW 32u             /* how far ahead pair_open looks for a block's pair */
 #define PLACE_RESYNC_MAX 64u              /* failed re-matches before a step is given up */
 #define MiB ((uint64_t)1 << 20)
 
@@ -562,6 +563,7 @@ void place_init(place_t *pl, int plans, int rule)
     pl->plans = plans;
     pl->rule = rule >= 0 && rule < PLACE_NRULES ? rule : PLACE_RULE_FARTHEST;
     pl->margin = 4 * MiB;
+    pl->src = -1;
 }
 
 void place_set_auto(place_t *pl, unsigned rules)
@@ -688,6 +690,8 @@ void place_fini(place_t *pl)
 {
     record_free(&pl->rec[0]);
     record_free(&pl->rec[1]);
+    for (int v = 0; v < PLACE_VARIANTS; v++)
+        record_free(&pl->var[v]);
     free(pl->plan);
     free(pl->wrap);
     free(pl->cand.v);
@@ -699,6 +703,19 @@ void place_fini(place_t *pl)
 static int item_matches(const place_item_t *it, uint64_t req, uintptr_t stream)
 {
     return it->req == req && it->stream == stream;
+}
+
+/* The record this step's plan comes from: the last step, or a kept variant. */
+static const place_record_t *src_of(const place_t *pl)
+{
+    return pl->src >= 0 ? &pl->var[pl->src] : &pl->rec[!pl->cur];
+}
+
+/* Whether a step repeating r needs no plan: its peak fits under the limit
+ * with the margin. */
+static int fits(const place_t *pl, const place_record_t *r, const place_env_t *env)
+{
+    return r->peak_total + margin_of(env->limit) + pl->extra <= env->limit;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -723,7 +740,7 @@ static void *grow_to(void *a, size_t *cap, size_t n, size_t elem)
 /* Plans the current step as a repetition of the last one from item `off`. */
 static int plan_make(place_t *pl, size_t off, const place_env_t *env)
 {
-    const place_record_t *last = &pl->rec[!pl->cur];
+    const place_record_t *last = src_of(pl);
     size_t n = last->n - off;
     uint32_t at0 = last->items[off].at;
     uint32_t len = last->nevents - at0;
@@ -824,6 +841,8 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
         pl->cur_of[k] = PLACE_OPEN;
     pl->plan_n = n;
     pl->stats.plans++;
+    if (pl->src >= 0)
+        pl->stats.variant_plans++;
     pl->stats.last_plan_host_bytes = bytes;
     return 0;
 }
@@ -921,7 +940,7 @@ void place_cands_filter(place_cands_t *c, const place_record_t *last, size_t fro
  * while several are left, -1 when none is. */
 static int match_step(place_t *pl, size_t from, uint64_t req, uintptr_t stream, size_t *at)
 {
-    place_cands_filter(&pl->cand, &pl->rec[!pl->cur], from, pl->mk, req, stream);
+    place_cands_filter(&pl->cand, src_of(pl), from, pl->mk, req, stream);
     if (pl->cand.n == 0)
         return -1;
     *at = pl->cand.v[0] + pl->mk;
@@ -996,20 +1015,135 @@ int place_leave_step(place_t *pl)
     return 1;
 }
 
+/* Pairs the blocks live at the ends of two steps whose sequences differ
+ * (gradients, optimizer state: the same whatever the shapes), in order, by
+ * size and stream: to(r's item, from's item) for each pair; a block with no
+ * match among the next PLACE_PAIR_WINDOW of from's (among its first from_n
+ * items) is left unpaired (a step's record may also hold building the
+ * model). */
+static void pair_open(place_record_t *r, const place_record_t *from, size_t from_n,
+                      void (*to)(place_item_t *, size_t, const void *), const void *ctx)
+{
+    size_t nopen = 0;
+    for (size_t i = 0; i < from_n; i++)
+        nopen += from->items[i].end == PLACE_OPEN;
+    uint32_t *open = nopen ? malloc(nopen * sizeof *open) : NULL;
+    if (!open)
+        return;
+    nopen = 0;
+    for (size_t i = 0; i < from_n; i++)
+        if (from->items[i].end == PLACE_OPEN)
+            open[nopen++] = (uint32_t)i;
+    size_t j = 0;
+    for (size_t k = 0; k < r->n && j < nopen; k++) {
+        place_item_t *it = &r->items[k];
+        if (it->end != PLACE_OPEN)
+            continue;
+        size_t i = j;
+        while (i < nopen && i - j < PLACE_PAIR_WINDOW &&
+               !item_matches(&from->items[open[i]], it->req, it->stream))
+            i++;
+        if (i < nopen && i - j < PLACE_PAIR_WINDOW) {
+            to(it, open[i], ctx);
+            j = i + 1;
+        }
+    }
+    free(open);
+}
+
+static void wrap_learned(place_item_t *it, size_t j, const void *ctx)
+{
+    it->wrap = ((const uint32_t *)ctx)[j];
+}
+
+static void wrap_of_last(place_item_t *it, size_t j, const void *ctx)
+{
+    if (it->wrap == PLACE_OPEN)
+        it->wrap = ((const place_record_t *)ctx)->items[j].wrap;
+}
+
+/* Whether a kept variant would not fit under the limit (a step repeating it
+ * needs a plan). */
+static int variant_unfit(const place_t *pl, const place_env_t *env)
+{
+    for (int v = 0; v < PLACE_VARIANTS; v++)
+        if (pl->var_used[v] && !fits(pl, &pl->var[v], env))
+            return 1;
+    return 0;
+}
+
+/* The step's allocations so far (the last pl->mk of its record) and the
+ * one being placed repeat none of the last step's: the most recently used
+ * kept variant they repeat becomes the plan's source (pl->src, with the
+ * candidates narrowed over it as far as pl->mk).  Returns 1 if one does. */
+static int variant_switch(place_t *pl, uint64_t req, uintptr_t stream)
+{
+    const place_record_t *r = &pl->rec[pl->cur];
+    if (r->n < pl->mk)
+        return 0;
+    size_t k0 = r->n - pl->mk;
+    unsigned tried = 0;
+    for (;;) {
+        int v = -1;
+        for (int i = 0; i < PLACE_VARIANTS; i++)
+            if (pl->var_used[i] && i != pl->src && !(tried & 1u << i) &&
+                (v < 0 || pl->var_used[i] > pl->var_used[v]))
+                v = i;
+        if (v < 0)
+            return 0;
+        tried |= 1u << v;
+        const place_record_t *V = &pl->var[v];
+        pl->cand.n = 0;
+        for (size_t j = 0; j <= pl->mk; j++) {
+            const place_item_t *it = j < pl->mk ? &r->items[k0 + j] : NULL;
+            place_cands_filter(&pl->cand, V, 0, j, it ? it->req : req, it ? it->stream : stream);
+            if (pl->cand.n == 0)
+                break;
+        }
+        if (pl->cand.n) {
+            pl->src = v;
+            pl->var_used[v] = ++pl->var_clock;
+            /* Where this step frees the blocks the last step left live:
+             * the variant's own guess, else the last step's (paired). */
+            const place_record_t *last = &pl->rec[!pl->cur];
+            pair_open(&pl->var[v], last, last->n, wrap_of_last, last);
+            return 1;
+        }
+    }
+}
+
 unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const place_env_t *env)
 {
-    const place_record_t *last = &pl->rec[!pl->cur];
+    const place_record_t *last = src_of(pl);
     size_t at;
     int m;
+    int fit;
     switch (pl->state) {
     case PLACE_ST_MATCH:
-        if (last->peak_total + margin_of(env->limit) + pl->extra <= env->limit) {
+        fit = fits(pl, last, env);
+        if (fit && (pl->src >= 0 || !variant_unfit(pl, env))) {
             pl->state = PLACE_ST_LEARN; /* the last step fitted: no plan needed */
             return PLACE_NONE;
         }
         m = match_step(pl, 0, req, stream, &at);
+        if (m < 0 && variant_switch(pl, req, stream)) {
+            /* An earlier variant of the step (varying shapes) */
+            last = src_of(pl);
+            fit = fits(pl, last, env);
+            pl->plan_n = 0;
+            if (fit) {
+                pl->state = PLACE_ST_LEARN;
+                return PLACE_NONE;
+            }
+            m = match_step(pl, 0, req, stream, &at);
+        }
         if (m < 0) {
             pl->state = PLACE_ST_DIVERGED;
+            return PLACE_NONE;
+        }
+        if (fit) { /* the last step fitted; matched while a variant might come */
+            if (m)
+                pl->state = PLACE_ST_LEARN;
             return PLACE_NONE;
         }
         /* Planned from the latest candidate, again if it changes. */
@@ -1156,39 +1290,90 @@ void place_note_free_slow(place_t *pl, int arena, uint64_t seq, uint64_t size)
  * back of tensors it had let go), planned 2.26 GB on host after each change
  * where 0.61 fitted (docs/placement.md, "Plans that changed with the step's
  * variant"). */
-static void wrap_carry(place_t *pl, place_record_t *r, const place_record_t *last, int full)
+/* Whether two records hold the same sequence (size and stream of each item). */
+static int seq_equal(const place_record_t *a, const place_record_t *b)
 {
-    int same = !full && r->n == last->n;
-    for (size_t k = 0; same && k < r->n; k++)
-        same = item_matches(&last->items[k], r->items[k].req, r->items[k].stream);
-    if (full || same) { /* item k repeats the last step's item off + k */
+    if (a->n != b->n || a->overflow || b->overflow)
+        return 0;
+    for (size_t k = 0; k < a->n; k++)
+        if (!item_matches(&b->items[k], a->items[k].req, a->items[k].stream))
+            return 0;
+    return 1;
+}
+
+/* same: r's sequence is the last step's (seq_equal); tight: r did not fit
+ * under the limit, or was planned from a kept variant (pairing is done only
+ * then: it costs a pass over both records). */
+static void wrap_carry(place_t *pl, place_record_t *r, const place_record_t *last, int full,
+                       int same, int tight)
+{
+    same = same && !full && pl->src < 0;
+    if (pl->src < 0 && (full || same)) { /* item k repeats the last step's item off + k */
         size_t off = full ? pl->offset : 0;
         for (size_t k = 0; k < r->n && off + k < pl->wrap_n; k++)
             if (r->items[k].end == PLACE_OPEN)
                 r->items[k].wrap = pl->wrap[off + k];
         return;
     }
-    for (size_t k = 0; k < pl->plan_n && pl->offset + k < pl->wrap_n; k++) {
-        uint32_t j = pl->cur_of[k];
-        if (j != PLACE_OPEN && j < r->n && r->items[j].end == PLACE_OPEN)
-            r->items[j].wrap = pl->wrap[pl->offset + k];
+    if (pl->src < 0 && pl->plan_n) {
+        for (size_t k = 0; k < pl->plan_n && pl->offset + k < pl->wrap_n; k++) {
+            uint32_t j = pl->cur_of[k];
+            if (j != PLACE_OPEN && j < r->n && r->items[j].end == PLACE_OPEN)
+                r->items[j].wrap = pl->wrap[pl->offset + k];
+        }
+        return;
     }
+    /* Planned from a kept variant (the plan's matches are the variant's
+     * items, wrap is the last step's), or no plan followed and the two
+     * sequences differ: the blocks live at the two steps' ends are paired
+     * (pair_open). */
+    if (tight)
+        pair_open(r, last, last->n < pl->wrap_n ? last->n : pl->wrap_n, wrap_learned, pl->wrap);
+}
+
+/* At a step end: `newest` just closed, `old` (the step before it) is about
+ * to be reset; same: their sequences are equal.  A kept variant with
+ * newest's sequence is dropped (newest is fresher); old is kept as a
+ * variant if its sequence differs from newest's, in a free slot or the
+ * least recently used one (whose record comes back in old's place, to be
+ * reset and reused). */
+static void variant_keep(place_t *pl, place_record_t *old, const place_record_t *newest, int same)
+{
+    int slot = -1;
+    for (int v = 0; v < PLACE_VARIANTS; v++) {
+        if (pl->var_used[v] && seq_equal(&pl->var[v], newest))
+            pl->var_used[v] = 0;
+        if (slot < 0 || pl->var_used[v] < pl->var_used[slot])
+            slot = v;
+    }
+    if (same || !old->n || old->overflow || old->n > PLACE_VARIANT_ITEMS)
+        return;
+    place_record_t t = pl->var[slot];
+    pl->var[slot] = *old;
+    *old = t;
+    seqmap_reset(&pl->var[slot].seqs[0]); /* no block of it is freed any more */
+    seqmap_reset(&pl->var[slot].seqs[1]);
+    pl->var_used[slot] = ++pl->var_clock;
 }
 
 void place_step_end(place_t *pl, const place_env_t *env)
 {
     place_record_t *r = &pl->rec[pl->cur];
-    const place_record_t *last = &pl->rec[!pl->cur];
+    const place_record_t *last = &pl->rec[!pl->cur], *src = src_of(pl);
     /* Repeated item by item from `offset` to the end. */
-    int full = pl->state == PLACE_ST_PLAN && !pl->resyncs && pl->offset + r->n == last->n &&
-               pl->pos == last->n;
+    int full = pl->state == PLACE_ST_PLAN && !pl->resyncs && pl->offset + r->n == src->n &&
+               pl->pos == src->n;
     for (size_t k = 0; k < r->n; k++) {
         place_item_t *it = &r->items[k];
         if (it->end != PLACE_OPEN)
             continue;
         it->dev_end = env->device_bytes(env->ctx, it->arena, it->addr, it->size);
     }
-    wrap_carry(pl, r, last, full);
+    /* Variants and pairing only under a limit the step did not fit (or
+     * planned from a variant): an uncapped job pays nothing for them. */
+    int tight = pl->plans && (pl->src >= 0 || !fits(pl, r, env));
+    int same = !full || tight ? seq_equal(r, last) : 0;
+    wrap_carry(pl, r, last, full, same, tight);
     if (pl->state == PLACE_ST_PLAN)
         pl->stats.planned_steps++;
     else if (pl->state == PLACE_ST_RESYNC || pl->state == PLACE_ST_DIVERGED)
@@ -1223,6 +1408,9 @@ void place_step_end(place_t *pl, const place_env_t *env)
     pl->cur = !pl->cur;
     r = &pl->rec[pl->cur];
     last = &pl->rec[!pl->cur];
+    if (tight)
+        variant_keep(pl, r, last, same);
+    pl->src = -1;
     record_reset(r);
     r->dev_start = env->dev_in_use;
     r->peak_total = pl->live_total;

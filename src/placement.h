@@ -80,6 +80,14 @@ typedef struct place_record {
     uint64_t peak_total;     /* most bytes live (device + host) in the step */
 } place_record_t;
 
+/* Variants: earlier steps whose sequence differed from the step after them
+ * (varying shapes: buckets of sequence lengths, a few image sizes), kept so
+ * that a later step repeating one of them is planned from it rather than
+ * left naive (docs/placement.md, "Steps that recur with other steps
+ * between").  Only records of at most PLACE_VARIANT_ITEMS items are kept. */
+#define PLACE_VARIANTS 4
+#define PLACE_VARIANT_ITEMS ((size_t)1 << 16)
+
 /* Where the allocation being matched may lie in a recorded step: the
  * offsets of the items that the step's allocations so far repeated (also
  * used by the block layout, layout.c). */
@@ -164,6 +172,7 @@ typedef struct place_stats {
     uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */
     uint64_t last_plan_host_bytes; /* bytes the last plan puts on host per step */
     uint64_t last_plan_swap_bytes; /* of which swapped (moved out and back) */
+    uint64_t variant_plans;      /* plans made from a kept variant, not the last step */
     uint64_t swap_out_bytes, swap_in_bytes; /* moved by swap windows */
     uint64_t swap_points;        /* allocations before which swaps ran */
     uint64_t swap_skipped;       /* moves not done (capture, no room, block gone) */
@@ -214,6 +223,15 @@ struct place {
     int decided;              /* the trials are over */
     place_record_t rec[2];    /* rec[cur] is being recorded, rec[!cur] the last step */
     int cur;
+    /* Kept variants (above): var[i] valid while var_used[i] != 0 (the
+     * step count when last kept or planned from, for least recently used
+     * replacement).  src: where this step's plan comes from, -1 the last
+     * step (rec[!cur]), else var[src]; frees of the last step's blocks are
+     * learned (wrap) from rec[!cur] whatever src is. */
+    place_record_t var[PLACE_VARIANTS];
+    uint64_t var_used[PLACE_VARIANTS];
+    uint64_t var_clock;
+    int src;
     uint64_t live_total;      /* bytes live in both arenas, as seen here */
 
     /* The plan for the step being recorded. */

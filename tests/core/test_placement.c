@@ -420,6 +420,64 @@ Test(placement, steps_that_differ_never_put_more_on_host_than_naive)
     vmem_destroy(plan.v);
 }
 
+/* Steps of `nshapes` activation sizes in turn (a job whose batches come in
+ * a few shapes), each step's peak over the limit.  Returns the planner's
+ * statistics; *worst gets the largest planned / naive host bytes of a step
+ * from `from` on, and *over the steps where planned put more on host. */
+static vmem_stats_t shapes_in_turn(size_t nshapes, int steps, int from, double *worst, int *over)
+{
+    job_t naive = {.layers = 12, .tmp = 8 * MiB}, plan = naive;
+    job_open(&naive, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_NAIVE, 200 * MiB);
+    job_open(&plan, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 200 * MiB);
+    *worst = 0;
+    *over = 0;
+    for (int s = 0; s < steps; s++) {
+        size_t act = (16 + 4 * ((size_t)s % nshapes)) * MiB;
+        uint64_t n = job_step(&naive, act), p = job_step(&plan, act);
+        cr_assert_gt(n, 0, "step %d: the limit makes naive placement spill", s);
+        if (s >= from && (double)p / (double)n > *worst)
+            *worst = (double)p / (double)n;
+        *over += p > n;
+    }
+    vmem_stats_t st = {.size = sizeof st};
+    cr_assert_eq(vmem_get_stats(plan.v, &st), VMEM_OK);
+    job_close(&naive);
+    job_close(&plan);
+    return st;
+}
+
+Test(placement, a_step_repeating_an_earlier_shape_is_planned_from_it)
+{
+    /* Three shapes in turn: no step repeats the one before it, each
+     * repeats the step three before.  Kept as variants, the earlier steps
+     * plan the later ones: from the fourth step on each puts at most half
+     * of what naive placement does on host (without variants every step
+     * is left naive: planned 0, worst 1.0). */
+    double worst;
+    int over;
+    vmem_stats_t st = shapes_in_turn(3, 12, 3, &worst, &over);
+    cr_assert_leq(worst, 0.5, "a step planned from a variant put %.3f of naive's bytes on host",
+                  worst);
+    cr_assert_eq(over, 0);
+    cr_assert_geq(st.planned_steps, 9, "steps 3-11 planned (%llu)",
+                  (unsigned long long)st.planned_steps);
+    cr_assert_eq(st.fallback_bytes, 0);
+}
+
+Test(placement, more_shapes_than_variants_kept_are_left_naive)
+{
+    /* Six shapes in turn, four variants kept (least recently used goes):
+     * the shape a step repeats was dropped before it comes back, so every
+     * step is left to naive placement, and none does worse than it. */
+    cr_assert_lt(PLACE_VARIANTS, 6);
+    double worst;
+    int over;
+    vmem_stats_t st = shapes_in_turn(6, 14, 1, &worst, &over);
+    cr_assert_eq(over, 0);
+    cr_assert_eq(st.planned_steps, 0);
+    cr_assert_eq(st.placed_host_bytes, 0);
+}
+
 /* One step of a job whose peak is a short-lived block: six activations of
  * 30 MiB saved through the step, then 40 MiB of logits allocated and freed
  * at once.  Returns the host bytes of the step. */
@@ -471,11 +529,18 @@ Test(placement, a_step_naive_does_better_is_left_naive)
  * and freed (the step's peak), the activations freed in reverse, and a new 50 MiB block
  * allocated at the end, live into the next step.  extra: a 1 MiB
  * temporary in the middle of the forward, as an allocation some steps make
- * and others do not.  Returns the host bytes of the step. */
-static uint64_t carry_step(vmem_t *v, void **carry, int extra)
+ * and others do not.  lead: a first block of that many MiB, allocated and
+ * freed at once (an input batch of one of several shapes), or none (0).
+ * Returns the host bytes of the step. */
+static uint64_t carry_step(vmem_t *v, void **carry, int extra, size_t lead)
 {
     uint64_t before = host_so_far(v);
     void *act[6];
+    if (lead) {
+        void *in = vmem_alloc(v, lead * MiB);
+        cr_assert_not_null(in);
+        cr_assert_eq(vmem_free(v, in), VMEM_OK);
+    }
     for (size_t l = 0; l < 6; l++) {
         act[l] = vmem_alloc(v, (33 - l) * MiB);
         cr_assert_not_null(act[l]);
@@ -513,9 +578,12 @@ Test(placement, a_block_kept_across_steps_is_counted_once_whatever_the_last_step
      * The steps the plan follows go by the last step's record, which tells
      * where the carried block is freed only if the step before it repeated
      * the one before that: one that fitted (no plan followed), or one with
-     * an extra allocation re-matched, did not, item by item. */
-    static const char *name[] = {"repeating", "alternating", "cut after steps that fitted"};
-    for (int kind = 0; kind < 3; kind++) {
+     * an extra allocation re-matched, did not, item by item; one planned
+     * from a kept variant (three shapes of a first block in turn) pairs
+     * the blocks live at the two steps' ends. */
+    static const char *name[] = {"repeating", "alternating", "cut after steps that fitted",
+                                 "three shapes in turn"};
+    for (int kind = 0; kind < 4; kind++) {
         job_t plan = {0};
         /* kind 2: four steps that fit (nothing planned, the steps recorded
          * alike), then the cut: its first step already plans right */
@@ -529,7 +597,8 @@ Test(placement, a_block_kept_across_steps_is_counted_once_whatever_the_last_step
                              VMEM_OK);
             /* alternating: every third step has the extra allocation */
             int extra = kind == 1 && s % 3 == 2;
-            uint64_t p = carry_step(plan.v, &carry, extra);
+            size_t lead = kind == 3 ? 1 + (size_t)s % 3 : 0;
+            uint64_t p = carry_step(plan.v, &carry, extra, lead);
             if (s >= (cut_at ? cut_at : 3))
                 cr_assert_eq(p, 33 * MiB,
                              "%s, step %d%s: %llu MiB on host, the first activation (33 MiB) is "
