@@ -711,11 +711,11 @@ static const place_record_t *src_of(const place_t *pl)
     return pl->src >= 0 ? &pl->var[pl->src] : &pl->rec[!pl->cur];
 }
 
-/* Whether a step repeating r needs no plan: its peak fits under the limit
+/* Whether a step repeating r needs no plan: its peak fits under `limit`
  * with the margin. */
-static int fits(const place_t *pl, const place_record_t *r, const place_env_t *env)
+static int fits(const place_t *pl, const place_record_t *r, uint64_t limit)
 {
-    return r->peak_total + margin_of(env->limit) + pl->extra <= env->limit;
+    return r->peak_total + margin_of(limit) + pl->extra <= limit;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -841,8 +841,6 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
         pl->cur_of[k] = PLACE_OPEN;
     pl->plan_n = n;
     pl->stats.plans++;
-    if (pl->src >= 0)
-        pl->stats.variant_plans++;
     pl->stats.last_plan_host_bytes = bytes;
     return 0;
 }
@@ -1067,7 +1065,7 @@ static void wrap_of_last(place_item_t *it, size_t j, const void *ctx)
 static int variant_unfit(const place_t *pl, const place_env_t *env)
 {
     for (int v = 0; v < PLACE_VARIANTS; v++)
-        if (pl->var_used[v] && !fits(pl, &pl->var[v], env))
+        if (pl->var_used[v] && !fits(pl, &pl->var[v], env->limit))
             return 1;
     return 0;
 }
@@ -1120,7 +1118,7 @@ unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const pl
     int fit;
     switch (pl->state) {
     case PLACE_ST_MATCH:
-        fit = fits(pl, last, env);
+        fit = fits(pl, last, env->limit);
         if (fit && (pl->src >= 0 || !variant_unfit(pl, env))) {
             pl->state = PLACE_ST_LEARN; /* the last step fitted: no plan needed */
             return PLACE_NONE;
@@ -1129,7 +1127,7 @@ unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const pl
         if (m < 0 && variant_switch(pl, req, stream)) {
             /* An earlier variant of the step (varying shapes) */
             last = src_of(pl);
-            fit = fits(pl, last, env);
+            fit = fits(pl, last, env->limit);
             pl->plan_n = 0;
             if (fit) {
                 pl->state = PLACE_ST_LEARN;
@@ -1275,21 +1273,6 @@ void place_note_free_slow(place_t *pl, int arena, uint64_t seq, uint64_t size)
     }
 }
 
-/* Where the next step frees the blocks this step leaves live (`wrap`): where
- * this step freed the last step's copies of them, carried to the items of
- * this step that repeat one of the last step's.  Which ones: item k is the
- * last step's item offset + k where this step repeated the last item by
- * item from the plan's offset (full); else all items where the two steps'
- * sequences are the same (a step left to naive placement, or one that
- * fitted), else those the plan matched (cur_of; an extra or missing
- * allocation re-matched further on).
- * Without it the next plan counts such a block twice (the copy live at the
- * step start in the base, and the new copy to the cycle's end) and solves
- * a peak higher than the step's: GPT-2 at 50% on an H100, whose steps
- * alternate between two sequences six allocations apart (the offload's copy
- * back of tensors it had let go), planned 2.26 GB on host after each change
- * where 0.61 fitted (docs/placement.md, "Plans that changed with the step's
- * variant"). */
 /* Whether two records hold the same sequence (size and stream of each item). */
 static int seq_equal(const place_record_t *a, const place_record_t *b)
 {
@@ -1301,13 +1284,28 @@ static int seq_equal(const place_record_t *a, const place_record_t *b)
     return 1;
 }
 
-/* same: r's sequence is the last step's (seq_equal); tight: r did not fit
- * under the limit, or was planned from a kept variant (pairing is done only
- * then: it costs a pass over both records). */
+/* Where the next step frees the blocks this step leaves live (`wrap`): where
+ * this step freed the last step's copies of them, carried to the items of
+ * this step that repeat one of the last step's.  Which ones: item k is the
+ * last step's item offset + k where this step repeated the last item by
+ * item from the plan's offset (full); else all items where the two steps'
+ * sequences are the same (a step left to naive placement, or one that
+ * fitted; same, from seq_equal), else those the plan matched (cur_of; an
+ * extra or missing allocation re-matched further on), else, for a plan
+ * from a kept variant or a step that followed no plan, the blocks live at
+ * the two steps' ends paired (pair_open) when tight: the step did not fit
+ * under the limit or was planned from a variant (it costs a pass over both
+ * records).
+ * Without it the next plan counts such a block twice (the copy live at the
+ * step start in the base, and the new copy to the cycle's end) and solves
+ * a peak higher than the step's: GPT-2 at 50% on an H100, whose steps
+ * alternate between two sequences six allocations apart (the offload's copy
+ * back of tensors it had let go), planned 2.26 GB on host after each change
+ * where 0.61 fitted (docs/placement.md, "Plans that changed with the step's
+ * variant"). */
 static void wrap_carry(place_t *pl, place_record_t *r, const place_record_t *last, int full,
                        int same, int tight)
 {
-    same = same && !full && pl->src < 0;
     if (pl->src < 0 && (full || same)) { /* item k repeats the last step's item off + k */
         size_t off = full ? pl->offset : 0;
         for (size_t k = 0; k < r->n && off + k < pl->wrap_n; k++)
@@ -1371,7 +1369,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
     }
     /* Variants and pairing only under a limit the step did not fit (or
      * planned from a variant): an uncapped job pays nothing for them. */
-    int tight = pl->plans && (pl->src >= 0 || !fits(pl, r, env));
+    int tight = pl->plans && (pl->src >= 0 || !fits(pl, r, env->limit));
     int same = !full || tight ? seq_equal(r, last) : 0;
     wrap_carry(pl, r, last, full, same, tight);
     if (pl->state == PLACE_ST_PLAN)
@@ -1436,6 +1434,5 @@ int place_hold_host(const place_t *pl, uint64_t limit)
 {
     if (!pl->plans)
         return 0; /* naive: the behaviour before the planner */
-    uint64_t need = pl->rec[pl->cur].peak_total + margin_of(limit) + pl->extra;
-    return need > limit;
+    return !fits(pl, &pl->rec[pl->cur], limit);
 }

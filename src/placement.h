@@ -83,8 +83,8 @@ typedef struct place_record {
 /* Variants: earlier steps whose sequence differed from the step after them
  * (varying shapes: buckets of sequence lengths, a few image sizes), kept so
  * that a later step repeating one of them is planned from it rather than
- * left naive (docs/placement.md, "Steps that recur with other steps
- * between").  Only records of at most PLACE_VARIANT_ITEMS items are kept. */
+ * left naive (docs/placement.md, "Steps that repeat an earlier
+ * shape").  Only records of at most PLACE_VARIANT_ITEMS items are kept. */
 #define PLACE_VARIANTS 4
 #define PLACE_VARIANT_ITEMS ((size_t)1 << 16)
 
@@ -172,7 +172,6 @@ typedef struct place_stats {
     uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */
     uint64_t last_plan_host_bytes; /* bytes the last plan puts on host per step */
     uint64_t last_plan_swap_bytes; /* of which swapped (moved out and back) */
-    uint64_t variant_plans;      /* plans made from a kept variant, not the last step */
     uint64_t swap_out_bytes, swap_in_bytes; /* moved by swap windows */
     uint64_t swap_points;        /* allocations before which swaps ran */
     uint64_t swap_skipped;       /* moves not done (capture, no room, block gone) */
