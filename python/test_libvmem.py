@@ -21,6 +21,15 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 MiB = 1 << 20
 INSTALLED = os.environ.get("LIBVMEM_TEST_INSTALLED") == "1"
+# The installed cases run in an empty directory of their own: `python -c` puts
+# its working directory first on sys.path, and a libvmem.so there (the C
+# library, which is not a Python module) would be imported instead of the
+# package.  The shared temporary directory may hold one.
+RUN_DIR = tempfile.mkdtemp(prefix="libvmem-test-") if INSTALLED else None
+if RUN_DIR:
+    import atexit
+    import shutil
+    atexit.register(shutil.rmtree, RUN_DIR, True)
 
 
 def run(code, **env):
@@ -35,7 +44,7 @@ def run(code, **env):
         prog = "import sys, ctypes\nsys.path.insert(0, %r)\nimport libvmem as L\n" % HERE
     prog += textwrap.dedent(code)
     r = subprocess.run([sys.executable, "-c", prog], env=e, capture_output=True, text=True,
-                       timeout=60, cwd=tempfile.gettempdir() if INSTALLED else None)
+                       timeout=60, cwd=RUN_DIR)
     if r.returncode != 0:
         raise AssertionError("exit %d\n--- stdout\n%s--- stderr\n%s" % (r.returncode, r.stdout,
                                                                        r.stderr))
