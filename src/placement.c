@@ -5,6 +5,8 @@
 
 #include "placement.h"
 
+static void curve_drop(place_t *pl);
+
 #define PLACE_MATCH_MAX 16u               /* allocations to tell candidate offsets apart */
 #define PLACE_PAIR_WINDOW 32u             /* how far ahead pair_open looks for a block's pair */
 #define PLACE_RESYNC_MAX 64u              /* failed re-matches before a step is given up */
@@ -693,6 +695,7 @@ void place_fini(place_t *pl)
     for (int v = 0; v < PLACE_VARIANTS; v++)
         record_free(&pl->var[v]);
     free(pl->plan);
+    curve_drop(pl);
     free(pl->wrap);
     free(pl->cand.v);
     free(pl->moves);
@@ -723,6 +726,7 @@ static int fits(const place_t *pl, const place_record_t *r, uint64_t limit)
 /* ------------------------------------------------------------------------ */
 
 static int plan_moves(place_t *pl, const place_problem_t *p, const uint8_t *host);
+static int curve_make(place_t *pl, const place_problem_t *p, const uint8_t *host);
 
 /* a (of *cap elements of elem bytes) made to hold at least n: a itself if
  * it does, else the array reallocated (*cap = n), or NULL if there is no
@@ -735,6 +739,108 @@ static void *grow_to(void *a, size_t *cap, size_t n, size_t elem)
     if (q)
         *cap = n;
     return q;
+}
+
+/* The plan's load curve (place_t.curve). */
+struct place_curve {
+    segtree_t t;
+    int64_t cap;              /* the plan's cap: the limit less the margins */
+    uint32_t len;             /* positions of the cycle */
+    uint32_t *at;             /* at[k], end[k]: plan item k's positions */
+    uint64_t *end;
+    uint32_t *gone;           /* gone[k]: skipped, out of the curve from there
+                                 (CURVE_IN: in the curve as planned) */
+};
+#define CURVE_IN UINT32_MAX
+
+static void curve_drop(place_t *pl)
+{
+    struct place_curve *c = pl->curve;
+    if (!c)
+        return;
+    seg_fini(&c->t);
+    free(c->at);
+    free(c->end);
+    free(c->gone);
+    free(c);
+    pl->curve = NULL;
+}
+
+/* Over [a, e) of the cycle's positions (e > a; past len: the part that
+ * wraps to the cycle's start): adds d to the curve if d != 0, else returns
+ * the curve's maximum there. */
+static int64_t curve_span(struct place_curve *c, uint64_t a, uint64_t e, int64_t d)
+{
+    uint64_t len = c->len;
+    if (e - a >= len) {
+        a = 0;
+        e = len;
+    }
+    int64_t m = INT64_MIN / 2;
+    for (int piece = 0; piece < 2; piece++) {
+        uint64_t lo = piece ? 0 : a, hi = piece ? (e > len ? e - len : 0) : (e < len ? e : len);
+        if (hi <= lo)
+            continue;
+        if (d)
+            seg_add(&c->t, 1, 0, c->t.n, lo, hi, d);
+        else {
+            int64_t x = seg_max(&c->t, 1, 0, c->t.n, lo, hi);
+            m = x > m ? x : m;
+        }
+    }
+    return m;
+}
+
+static int curve_make(place_t *pl, const place_problem_t *p, const uint8_t *host)
+{
+    curve_drop(pl);
+    struct place_curve *c = calloc(1, sizeof *c);
+    int64_t *load = load_curve(p, host, 0);
+    if (c) {
+        c->at = malloc(p->n * sizeof *c->at);
+        c->end = malloc(p->n * sizeof *c->end);
+        c->gone = malloc(p->n * sizeof *c->gone);
+    }
+    if (!c || !load || !c->at || !c->end || !c->gone || seg_init(&c->t, p->len, load) != 0) {
+        if (c) {
+            seg_fini(&c->t);
+            free(c->at);
+            free(c->end);
+            free(c->gone);
+        }
+        free(c);
+        free(load);
+        return -1;
+    }
+    free(load);
+    c->cap = (int64_t)p->cap;
+    c->len = p->len;
+    for (size_t k = 0; k < p->n; k++) {
+        c->at[k] = p->at[k];
+        c->end[k] = p->at[k] + item_life(p, k);
+        c->gone[k] = CURVE_IN;
+    }
+    pl->curve = c;
+    return 0;
+}
+
+/* The step re-matched its plan at plan item `to`, skipping the items from
+ * `from`: those planned on the device, not allocated (earlier, out of
+ * order) and live from here on in the plan leave the curve; one allocated
+ * after all comes back into it (plan_at). */
+static void curve_skip(place_t *pl, size_t from, size_t to)
+{
+    struct place_curve *c = pl->curve;
+    if (!c || to >= pl->plan_n)
+        return;
+    uint64_t now = c->at[to];
+    for (size_t k = from; k < to; k++) {
+        if (pl->plan[k] == 0 && c->gone[k] == CURVE_IN && c->end[k] > now &&
+            pl->cur_of[k] == PLACE_OPEN) { /* not allocated earlier, out of order */
+            curve_span(c, now, c->end[k], -(int64_t)src_of(pl)->items[pl->offset + k].size);
+            c->gone[k] = (uint32_t)now;
+        }
+    }
 }
 
 /* Plans the current step as a repetition of the last one from item `off`. */
@@ -820,7 +926,8 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
         uint64_t naive = place_naive(&p, env->limit);
         naive_wins = naive != UINT64_MAX && naive <= bytes;
     }
-    int ok = !naive_wins && bytes != UINT64_MAX && plan_moves(pl, &p, pl->plan) == 0;
+    int ok = !naive_wins && bytes != UINT64_MAX && plan_moves(pl, &p, pl->plan) == 0 &&
+             curve_make(pl, &p, pl->plan) == 0;
     free(size);
     free(end);
     free(at);
@@ -969,7 +1076,25 @@ static unsigned plan_at(place_t *pl, size_t i)
         while (pl->due_hi < pl->nmoves && pl->moves[pl->due_hi].trigger == k)
             pl->due_hi++;
     }
-    return pl->plan[k] == 1 ? PLACE_HOST : PLACE_DEVICE;
+    struct place_curve *c = pl->curve;
+    if (c && c->gone[k] != CURVE_IN) { /* skipped, then allocated after all */
+        curve_span(c, c->gone[k], c->end[k], (int64_t)src_of(pl)->items[i].size);
+        c->gone[k] = CURVE_IN;
+    }
+    if (pl->plan[k] != 1)
+        return PLACE_DEVICE;
+    /* Planned for host: kept on the device where the curve leaves room for
+     * it over its whole lifetime (the step skipped blocks of the plan:
+     * dropped layers, a variant's missing part). */
+    int64_t s = (int64_t)src_of(pl)->items[i].size;
+    if (c && curve_span(c, c->at[k], c->end[k], 0) + s <= c->cap) {
+        curve_span(c, c->at[k], c->end[k], s);
+        pl->stats.lighter_allocs++;
+        pl->stats.lighter_bytes += (uint64_t)s;
+        pl->step_lighter += (uint64_t)s;
+        return PLACE_DEVICE;
+    }
+    return PLACE_HOST;
 }
 
 int place_next_move(place_t *pl, uintptr_t *addr, uint64_t *size, int *to_host)
@@ -1163,6 +1288,7 @@ unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const pl
         /* The step left the sequence (an extra or missing allocation):
          * naive until it is found again further on. */
         pl->state = PLACE_ST_RESYNC;
+        pl->div_pos = pl->pos;
         pl->resyncs++;
         pl->mk = 0;
         /* fall through */
@@ -1177,6 +1303,8 @@ unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const pl
         if (m <= 0)
             return PLACE_NONE;
         pl->state = PLACE_ST_PLAN;
+        if (at - pl->mk > pl->div_pos && pl->div_pos >= pl->offset)
+            curve_skip(pl, pl->div_pos - pl->offset, at - pl->mk - pl->offset);
         return plan_at(pl, at);
     default:
         return PLACE_NONE;
@@ -1398,6 +1526,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
     pl->step_fallback = 0;
     pl->step_short = 0;
     pl->step_placed = 0;
+    pl->step_lighter = 0;
     pl->step_naive = 0;
     pl->step_swapped = 0;
     pl->naive_chosen = 0;

@@ -170,6 +170,8 @@ typedef struct place_stats {
     uint64_t plans;              /* plans computed */
     uint64_t planned_host_allocs, planned_host_bytes; /* placed on host by a plan */
     uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */
+    uint64_t lighter_allocs, lighter_bytes; /* planned host, kept on the device: the
+                                               step skipped blocks of its plan */
     uint64_t last_plan_host_bytes; /* bytes the last plan puts on host per step */
     uint64_t last_plan_swap_bytes; /* of which swapped (moved out and back) */
     uint64_t swap_out_bytes, swap_in_bytes; /* moved by swap windows */
@@ -190,6 +192,7 @@ typedef struct place_stats {
 enum { PLACE_ST_LEARN = 0, PLACE_ST_MATCH, PLACE_ST_PLAN, PLACE_ST_RESYNC, PLACE_ST_DIVERGED };
 
 typedef struct place place_t;
+struct place_curve;
 struct place {
     int plans;                /* 0: naive placement (records, for the statistics) */
     int rule;                 /* the solver's rule, PLACE_RULE_* */
@@ -242,6 +245,14 @@ struct place {
     place_cands_t cand;       /* offsets still possible while matching starts */
     uint8_t *plan;            /* plan[k]: the last step's item offset + k goes to host */
     size_t plan_n, plan_cap;
+    /* The plan's device load over the step's positions (its own choices,
+     * the base included), kept up to date with what the step does
+     * differently: blocks of the plan the step skipped leave it, blocks
+     * planned for host that it then keeps on the device enter it.  A block
+     * planned for host stays on the device where the load over its
+     * lifetime leaves room for it (plan_at). */
+    struct place_curve *curve;
+    size_t div_pos;           /* the last step's item expected when the step left it */
     uint32_t *wrap;           /* wrap[k]: where this step freed a block of
                                  item offset + k of the last step */
     size_t wrap_n, wrap_cap;
@@ -252,6 +263,7 @@ struct place {
     uint64_t step_short;      /* this step: device bytes those fallbacks lacked
                                  (place_note_short); what `extra` learns */
     uint64_t step_placed;     /* this step: placed on host by the plan */
+    uint64_t step_lighter;    /* this step: planned host, kept on the device (curve) */
     uint64_t step_naive;      /* this step: spilled without a plan */
     uint64_t step_swapped;    /* this step: moved to host by swap windows */
     int naive_chosen;         /* this step was left naive (plan_make's guard) */

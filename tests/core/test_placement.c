@@ -523,6 +523,78 @@ Test(placement, a_step_naive_does_better_is_left_naive)
     job_close(&plan);
 }
 
+/* One step of eight layers of distinct sizes (a temporary of 2 + l MiB, an
+ * activation of 20 + l MiB kept for the backward), then a 30 MiB block
+ * kept to the step's end (a loss buffer), and a backward of one 40 + l MiB
+ * temporary per layer.  Layer `drop` is left out (-1: none), as a job
+ * that skips layers (stochastic depth, a mixture of experts) does; 56:
+ * none, but layer 6 runs before layer 5 (the allocations out of order).
+ * Returns the host bytes of the step. */
+static uint64_t layers_step(vmem_t *v, int drop)
+{
+    uint64_t before = host_so_far(v);
+    void *act[8] = {0};
+    static const int in_order[8] = {0, 1, 2, 3, 4, 5, 6, 7}, swapped[8] = {0, 1, 2, 3, 4, 6, 5, 7};
+    for (int i = 0; i < 8; i++) {
+        int l = drop == 56 ? swapped[i] : in_order[i];
+        if (l == drop)
+            continue;
+        void *t = vmem_alloc(v, (size_t)(2 + l) * MiB);
+        act[l] = vmem_alloc(v, (size_t)(20 + l) * MiB);
+        cr_assert(t && act[l]);
+        pattern_fill(act[l], (size_t)(20 + l) * MiB, 300 + l);
+        cr_assert_eq(vmem_free(v, t), VMEM_OK);
+    }
+    void *keep = vmem_alloc(v, 30 * MiB);
+    cr_assert_not_null(keep);
+    for (int l = 8; l-- > 0;) {
+        if (!act[l])
+            continue;
+        void *g = vmem_alloc(v, (size_t)(40 + l) * MiB);
+        cr_assert_not_null(g);
+        cr_assert(pattern_ok(act[l], (size_t)(20 + l) * MiB, 300 + l));
+        cr_assert_eq(vmem_free(v, act[l]), VMEM_OK);
+        cr_assert_eq(vmem_free(v, g), VMEM_OK);
+    }
+    cr_assert_eq(vmem_free(v, keep), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    cr_assert_eq(vmem_check(v), VMEM_OK);
+    return host_so_far(v) - before;
+}
+
+Test(placement, a_step_that_skips_layers_of_its_plan_keeps_their_room)
+{
+    /* All eight layers: peak 64 + 188 + 30 + 47 = 329 MiB at the backward's
+     * first temporary, limit 310 (cap 305 with the margin).  The plan puts
+     * the 30 MiB block, freed farthest ahead, on host; naive placement the
+     * 47 MiB temporary.  Without layer 5 (25 MiB) the peak is 304 MiB: the
+     * block fits (layer 6: 303), and naive puts nothing on host.  The step follows the
+     * plan of the full step, re-matched after layer 4; the skipped
+     * activation's room must keep the block on the device.  A step that
+     * only runs layer 6 before layer 5 skips neither: its block stays on
+     * host, and nothing planned for the device falls back. */
+    job_t naive = {0}, plan = {0};
+    job_open(&naive, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_NAIVE, 310 * MiB);
+    job_open(&plan, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_FARTHEST, 310 * MiB);
+    static const int drops[] = {-1, -1, -1, 5, -1, 5, 5, -1, -1, 6, -1, 56, -1};
+    for (size_t s = 0; s < sizeof drops / sizeof *drops; s++) {
+        uint64_t n = layers_step(naive.v, drops[s]), p = layers_step(plan.v, drops[s]);
+        if (drops[s] < 0 || drops[s] == 56)
+            cr_assert_eq(n, 47 * MiB, "step %zu: naive puts the first temporary on host", s);
+        else
+            cr_assert_eq(n, 0, "step %zu: without layer %d everything fits", s, drops[s]);
+        cr_assert_leq(p, n, "step %zu (drop %d): planned %llu bytes on host, naive %llu", s,
+                      drops[s], (unsigned long long)p, (unsigned long long)n);
+        if (s == 2)
+            cr_assert_eq(p, 30 * MiB, "the full step's plan puts the kept block on host");
+    }
+    vmem_stats_t st = {.size = sizeof st};
+    cr_assert_eq(vmem_get_stats(plan.v, &st), VMEM_OK);
+    cr_assert_eq(st.fallback_bytes, 0, "the blocks kept on the device fitted");
+    job_close(&naive);
+    job_close(&plan);
+}
+
 /* One step of a job that keeps a block across its steps, as optimizers'
  * gradients are kept: six activations of 33 down to 28 MiB saved (the last step's
  * 50 MiB block, *carry, freed after the first), 40 MiB of logits allocated
