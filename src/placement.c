@@ -743,7 +743,9 @@ static void *grow_to(void *a, size_t *cap, size_t n, size_t elem)
 
 /* The plan's load curve (place_t.curve). */
 struct place_curve {
-    segtree_t t;
+    segtree_t t;              /* built at the first skip (until then the
+                                 curve is the plan's: no decision changes) */
+    int64_t *load;            /* the plan's curve, until t is built */
     int64_t cap;              /* the plan's cap: the limit less the margins */
     uint32_t len;             /* positions of the cycle */
     uint32_t *at;             /* at[k], end[k]: plan item k's positions */
@@ -759,6 +761,7 @@ static void curve_drop(place_t *pl)
     if (!c)
         return;
     seg_fini(&c->t);
+    free(c->load);
     free(c->at);
     free(c->end);
     free(c->gone);
@@ -801,9 +804,8 @@ static int curve_make(place_t *pl, const place_problem_t *p, const uint8_t *host
         c->end = malloc(p->n * sizeof *c->end);
         c->gone = malloc(p->n * sizeof *c->gone);
     }
-    if (!c || !load || !c->at || !c->end || !c->gone || seg_init(&c->t, p->len, load) != 0) {
+    if (!c || !load || !c->at || !c->end || !c->gone) {
         if (c) {
-            seg_fini(&c->t);
             free(c->at);
             free(c->end);
             free(c->gone);
@@ -812,7 +814,7 @@ static int curve_make(place_t *pl, const place_problem_t *p, const uint8_t *host
         free(load);
         return -1;
     }
-    free(load);
+    c->load = load;
     c->cap = (int64_t)p->cap;
     c->len = p->len;
     for (size_t k = 0; k < p->n; k++) {
@@ -833,6 +835,14 @@ static void curve_skip(place_t *pl, size_t from, size_t to)
     struct place_curve *c = pl->curve;
     if (!c || to >= pl->plan_n)
         return;
+    if (c->load) { /* the first skip: the tree */
+        if (seg_init(&c->t, c->len, c->load) != 0) {
+            curve_drop(pl);
+            return;
+        }
+        free(c->load);
+        c->load = NULL;
+    }
     uint64_t now = c->at[to];
     for (size_t k = from; k < to; k++) {
         if (pl->plan[k] == 0 && c->gone[k] == CURVE_IN && c->end[k] > now &&
@@ -1076,7 +1086,7 @@ static unsigned plan_at(place_t *pl, size_t i)
         while (pl->due_hi < pl->nmoves && pl->moves[pl->due_hi].trigger == k)
             pl->due_hi++;
     }
-    struct place_curve *c = pl->curve;
+    struct place_curve *c = pl->curve && !pl->curve->load ? pl->curve : NULL; /* skipped */
     if (c && c->gone[k] != CURVE_IN) { /* skipped, then allocated after all */
         curve_span(c, c->gone[k], c->end[k], (int64_t)src_of(pl)->items[i].size);
         c->gone[k] = CURVE_IN;
