@@ -135,6 +135,30 @@ static int64_t seg_max(const segtree_t *t, size_t node, size_t nl, size_t nr, si
     return (a > b ? a : b) + t->add[node];
 }
 
+/* Over the cyclic span [a, e) of len positions (e > a; past len: the part
+ * that wraps to position 0; a span of len or more: all of them): adds d if
+ * d != 0, else returns the maximum there. */
+static int64_t seg_span(segtree_t *t, uint64_t len, uint64_t a, uint64_t e, int64_t d)
+{
+    if (e - a >= len) {
+        a = 0;
+        e = len;
+    }
+    int64_t m = INT64_MIN / 2;
+    for (int piece = 0; piece < 2; piece++) {
+        uint64_t lo = piece ? 0 : a, hi = piece ? (e > len ? e - len : 0) : (e < len ? e : len);
+        if (hi <= lo)
+            continue;
+        if (d) {
+            seg_add(t, 1, 0, t->n, lo, hi, d);
+        } else {
+            int64_t x = seg_max(t, 1, 0, t->n, lo, hi);
+            m = x > m ? x : m;
+        }
+    }
+    return m;
+}
+
 /* ------------------------------------------------------------------------ */
 /* The solver                                                               */
 /* ------------------------------------------------------------------------ */
@@ -245,28 +269,11 @@ static void solve_put_back(const place_problem_t *p, uint8_t *host, uint32_t t0)
     for (size_t k = 0; k < nh; k++) {
         size_t i = idx[k];
         int64_t s = (int64_t)p->size[i];
-        uint64_t life = item_life(p, i), sa = ((uint64_t)p->at[i] + len - t0) % len;
-        uint64_t ea = sa + life;
-        int64_t m;
-        if (life >= len)
-            m = seg_max(&t, 1, 0, t.n, 0, len);
-        else if (ea <= len)
-            m = seg_max(&t, 1, 0, t.n, sa, ea);
-        else {
-            int64_t m1 = seg_max(&t, 1, 0, t.n, sa, len), m2 = seg_max(&t, 1, 0, t.n, 0, ea - len);
-            m = m1 > m2 ? m1 : m2;
-        }
-        if (m + s > cap)
+        uint64_t sa = ((uint64_t)p->at[i] + len - t0) % len, ea = sa + item_life(p, i);
+        if (seg_span(&t, len, sa, ea, 0) + s > cap)
             continue;
         host[i] = 0;
-        if (life >= len)
-            seg_add(&t, 1, 0, t.n, 0, len, s);
-        else if (ea <= len)
-            seg_add(&t, 1, 0, t.n, sa, ea, s);
-        else {
-            seg_add(&t, 1, 0, t.n, sa, len, s);
-            seg_add(&t, 1, 0, t.n, 0, ea - len, s);
-        }
+        seg_span(&t, len, sa, ea, s);
     }
 out:
     seg_fini(&t);
@@ -726,7 +733,6 @@ static int fits(const place_t *pl, const place_record_t *r, uint64_t limit)
 /* ------------------------------------------------------------------------ */
 
 static int plan_moves(place_t *pl, const place_problem_t *p, const uint8_t *host);
-static int curve_make(place_t *pl, const place_problem_t *p, const uint8_t *host);
 
 /* a (of *cap elements of elem bytes) made to hold at least n: a itself if
  * it does, else the array reallocated (*cap = n), or NULL if there is no
@@ -769,52 +775,21 @@ static void curve_drop(place_t *pl)
     pl->curve = NULL;
 }
 
-/* Over [a, e) of the cycle's positions (e > a; past len: the part that
- * wraps to the cycle's start): adds d to the curve if d != 0, else returns
- * the curve's maximum there. */
-static int64_t curve_span(struct place_curve *c, uint64_t a, uint64_t e, int64_t d)
-{
-    uint64_t len = c->len;
-    if (e - a >= len) {
-        a = 0;
-        e = len;
-    }
-    int64_t m = INT64_MIN / 2;
-    for (int piece = 0; piece < 2; piece++) {
-        uint64_t lo = piece ? 0 : a, hi = piece ? (e > len ? e - len : 0) : (e < len ? e : len);
-        if (hi <= lo)
-            continue;
-        if (d)
-            seg_add(&c->t, 1, 0, c->t.n, lo, hi, d);
-        else {
-            int64_t x = seg_max(&c->t, 1, 0, c->t.n, lo, hi);
-            m = x > m ? x : m;
-        }
-    }
-    return m;
-}
-
 static int curve_make(place_t *pl, const place_problem_t *p, const uint8_t *host)
 {
     curve_drop(pl);
     struct place_curve *c = calloc(1, sizeof *c);
-    int64_t *load = load_curve(p, host, 0);
-    if (c) {
-        c->at = malloc(p->n * sizeof *c->at);
-        c->end = malloc(p->n * sizeof *c->end);
-        c->gone = malloc(p->n * sizeof *c->gone);
-    }
-    if (!c || !load || !c->at || !c->end || !c->gone) {
-        if (c) {
-            free(c->at);
-            free(c->end);
-            free(c->gone);
-        }
-        free(c);
-        free(load);
+    if (!c)
+        return -1;
+    pl->curve = c;
+    c->load = load_curve(p, host, 0);
+    c->at = malloc(p->n * sizeof *c->at);
+    c->end = malloc(p->n * sizeof *c->end);
+    c->gone = malloc(p->n * sizeof *c->gone);
+    if (!c->load || !c->at || !c->end || !c->gone) {
+        curve_drop(pl);
         return -1;
     }
-    c->load = load;
     c->cap = (int64_t)p->cap;
     c->len = p->len;
     for (size_t k = 0; k < p->n; k++) {
@@ -822,7 +797,6 @@ static int curve_make(place_t *pl, const place_problem_t *p, const uint8_t *host
         c->end[k] = p->at[k] + item_life(p, k);
         c->gone[k] = CURVE_IN;
     }
-    pl->curve = c;
     return 0;
 }
 
@@ -844,10 +818,11 @@ static void curve_skip(place_t *pl, size_t from, size_t to)
         c->load = NULL;
     }
     uint64_t now = c->at[to];
+    const place_item_t *items = src_of(pl)->items + pl->offset;
     for (size_t k = from; k < to; k++) {
         if (pl->plan[k] == 0 && c->gone[k] == CURVE_IN && c->end[k] > now &&
             pl->cur_of[k] == PLACE_OPEN) { /* not allocated earlier, out of order */
-            curve_span(c, now, c->end[k], -(int64_t)src_of(pl)->items[pl->offset + k].size);
+            seg_span(&c->t, c->len, now, c->end[k], -(int64_t)items[k].size);
             c->gone[k] = (uint32_t)now;
         }
     }
@@ -1087,8 +1062,9 @@ static unsigned plan_at(place_t *pl, size_t i)
             pl->due_hi++;
     }
     struct place_curve *c = pl->curve && !pl->curve->load ? pl->curve : NULL; /* skipped */
+    int64_t s = (int64_t)src_of(pl)->items[i].size;
     if (c && c->gone[k] != CURVE_IN) { /* skipped, then allocated after all */
-        curve_span(c, c->gone[k], c->end[k], (int64_t)src_of(pl)->items[i].size);
+        seg_span(&c->t, c->len, c->gone[k], c->end[k], s);
         c->gone[k] = CURVE_IN;
     }
     if (pl->plan[k] != 1)
@@ -1096,9 +1072,8 @@ static unsigned plan_at(place_t *pl, size_t i)
     /* Planned for host: kept on the device where the curve leaves room for
      * it over its whole lifetime (the step skipped blocks of the plan:
      * dropped layers, a variant's missing part). */
-    int64_t s = (int64_t)src_of(pl)->items[i].size;
-    if (c && curve_span(c, c->at[k], c->end[k], 0) + s <= c->cap) {
-        curve_span(c, c->at[k], c->end[k], s);
+    if (c && seg_span(&c->t, c->len, c->at[k], c->end[k], 0) + s <= c->cap) {
+        seg_span(&c->t, c->len, c->at[k], c->end[k], s);
         pl->stats.lighter_allocs++;
         pl->stats.lighter_bytes += (uint64_t)s;
         pl->step_lighter += (uint64_t)s;
