@@ -753,6 +753,9 @@ struct place_curve {
                                  curve is the plan's: no decision changes) */
     int64_t *load;            /* the plan's curve, until t is built */
     int64_t cap;              /* the plan's cap: the limit less the margins */
+    int64_t extra;            /* bytes of blocks the plan does not know in it
+                                 (without them it stays under cap: the plan's
+                                 curve, less skips, plus keeps that fit) */
     uint32_t len;             /* positions of the cycle */
     uint32_t *at;             /* at[k], end[k]: plan item k's positions */
     uint64_t *end;
@@ -800,23 +803,56 @@ static int curve_make(place_t *pl, const place_problem_t *p, const uint8_t *host
     return 0;
 }
 
+/* The curve's tree, built at the step's first difference from its plan;
+ * NULL without a curve (or memory: the curve is then dropped). */
+static struct place_curve *curve_tree(place_t *pl)
+{
+    struct place_curve *c = pl->curve;
+    if (c && c->load) {
+        if (seg_init(&c->t, c->len, c->load) != 0) {
+            curve_drop(pl);
+            return NULL;
+        }
+        free(c->load);
+        c->load = NULL;
+    }
+    return pl->curve;
+}
+
+/* The curve's position of the allocation the step is at (the plan item it
+ * should repeat next), c->len past the plan's end. */
+static uint32_t curve_now(const place_t *pl, const struct place_curve *c)
+{
+    size_t k = pl->pos > pl->offset ? pl->pos - pl->offset : 0;
+    return k < pl->plan_n ? c->at[k] : c->len;
+}
+
+/* A block the plan does not know (the step left the sequence) was
+ * allocated on the device (size > 0) or freed (size < 0): it weighs on the
+ * curve from now to the cycle's end, as the plan cannot say when it goes,
+ * and its free takes it out from there. */
+static void curve_extra(place_t *pl, int64_t size)
+{
+    struct place_curve *c = curve_tree(pl);
+    if (!c)
+        return;
+    uint32_t now = curve_now(pl, c);
+    if (now < c->len)
+        seg_span(&c->t, c->len, now, c->len, size);
+    c->extra += size;
+}
+
 /* The step re-matched its plan at plan item `to`, skipping the items from
  * `from`: those planned on the device, not allocated (earlier, out of
  * order) and live from here on in the plan leave the curve; one allocated
  * after all comes back into it (plan_at). */
 static void curve_skip(place_t *pl, size_t from, size_t to)
 {
-    struct place_curve *c = pl->curve;
-    if (!c || to >= pl->plan_n)
+    if (to >= pl->plan_n)
         return;
-    if (c->load) { /* the first skip: the tree */
-        if (seg_init(&c->t, c->len, c->load) != 0) {
-            curve_drop(pl);
-            return;
-        }
-        free(c->load);
-        c->load = NULL;
-    }
+    struct place_curve *c = curve_tree(pl);
+    if (!c)
+        return;
     uint64_t now = c->at[to];
     const place_item_t *items = src_of(pl)->items + pl->offset;
     for (size_t k = from; k < to; k++) {
@@ -1066,6 +1102,21 @@ static unsigned plan_at(place_t *pl, size_t i)
     if (c && c->gone[k] != CURVE_IN) { /* skipped, then allocated after all */
         seg_span(&c->t, c->len, c->gone[k], c->end[k], s);
         c->gone[k] = CURVE_IN;
+    }
+    if (pl->plan[k] == 0) {
+        /* Planned for the device: to host where the curve, with the blocks
+         * of the step the plan does not know, passes the cap somewhere in
+         * its lifetime (extra layers, a variant's added part): then the
+         * step's later blocks, not this one, would fall back, with no
+         * choice of which. */
+        if (c && c->extra > 0 && seg_span(&c->t, c->len, c->at[k], c->end[k], 0) > c->cap) {
+            seg_span(&c->t, c->len, c->at[k], c->end[k], -s);
+            pl->stats.heavier_allocs++;
+            pl->stats.heavier_bytes += (uint64_t)s;
+            pl->step_heavier += (uint64_t)s;
+            return PLACE_HOST;
+        }
+        return PLACE_DEVICE;
     }
     if (pl->plan[k] != 1)
         return PLACE_DEVICE;
@@ -1344,11 +1395,18 @@ void place_note_alloc_slow(place_t *pl, uint64_t req, uint64_t size, uintptr_t s
     }
     if (decided != PLACE_NONE && pl->pos > pl->offset && pl->pos - 1 - pl->offset < pl->plan_n)
         pl->cur_of[pl->pos - 1 - pl->offset] = (uint32_t)r->n;
+    /* No plan item (the step left the sequence, none re-matched yet): an
+     * extra block on the device weighs on the curve. */
+    int extra = pl->state == PLACE_ST_RESYNC && decided == PLACE_NONE && pl->mk == 0 &&
+                !on_host && pl->curve;
+    if (extra)
+        curve_extra(pl, (int64_t)size);
     place_item_t *it = &r->items[r->n];
     *it = (place_item_t){.req = req, .size = size, .stream = stream, .addr = addr,
                          .at = r->nevents++, .end = PLACE_OPEN, .wrap = PLACE_OPEN,
                          .t_alloc = on_host ? clock_now() : 0,
-                         .arena = (uint8_t)arena, .host = (uint8_t)(on_host != 0)};
+                         .arena = (uint8_t)arena, .host = (uint8_t)(on_host != 0),
+                         .extra = (uint8_t)(extra && pl->curve)};
     seqmap_set(&r->seqs[arena & 1], seq, (uint32_t)r->n);
     r->n++;
 }
@@ -1372,6 +1430,10 @@ void place_note_free_slow(place_t *pl, int arena, uint64_t seq, uint64_t size)
         r->items[i].end = pos;
         if (r->items[i].host)
             host_life_note(pl, &r->items[i], pos - r->items[i].at);
+        if (r->items[i].extra) {
+            r->items[i].extra = 0;
+            curve_extra(pl, -(int64_t)r->items[i].size);
+        }
         return;
     }
     /* A block of the last step: where its copies are freed in the step
@@ -1512,6 +1574,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
     pl->step_short = 0;
     pl->step_placed = 0;
     pl->step_lighter = 0;
+    pl->step_heavier = 0;
     pl->step_naive = 0;
     pl->step_swapped = 0;
     pl->naive_chosen = 0;

@@ -58,6 +58,9 @@ typedef struct place_item {
     double t_alloc;      /* placed on host: when (monotonic seconds) */
     uint8_t arena;       /* 0 device arena, 1 host arena */
     uint8_t host;        /* placed on host memory (planned or fallback) */
+    uint8_t extra;       /* allocated on the device while the step had left
+                            its plan (no plan item): in the plan's curve
+                            until freed */
 } place_item_t;
 
 /* Where allocation sequence numbers of one arena map to items of a record:
@@ -172,6 +175,8 @@ typedef struct place_stats {
     uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */
     uint64_t lighter_allocs, lighter_bytes; /* planned host, kept on the device: the
                                                step skipped blocks of its plan */
+    uint64_t heavier_allocs, heavier_bytes; /* planned device, placed on host: blocks
+                                               the plan did not know left no room */
     uint64_t last_plan_host_bytes; /* bytes the last plan puts on host per step */
     uint64_t last_plan_swap_bytes; /* of which swapped (moved out and back) */
     uint64_t swap_out_bytes, swap_in_bytes; /* moved by swap windows */
@@ -248,9 +253,11 @@ struct place {
     /* The plan's device load over the step's positions (its own choices,
      * the base included), kept up to date with what the step does
      * differently: blocks of the plan the step skipped leave it, blocks
-     * planned for host that it then keeps on the device enter it.  A block
-     * planned for host stays on the device where the load over its
-     * lifetime leaves room for it (plan_at). */
+     * planned for host that it then keeps on the device enter it, blocks
+     * the plan does not know enter it until freed.  A block planned for
+     * host stays on the device where the load over its lifetime leaves
+     * room for it, and one planned for the device goes to host where the
+     * load over its lifetime passes the plan's cap (plan_at). */
     struct place_curve *curve;
     size_t div_pos;           /* the last step's item expected when the step left it */
     uint32_t *wrap;           /* wrap[k]: where this step freed a block of
@@ -264,6 +271,7 @@ struct place {
                                  (place_note_short); what `extra` learns */
     uint64_t step_placed;     /* this step: placed on host by the plan */
     uint64_t step_lighter;    /* this step: planned host, kept on the device (curve) */
+    uint64_t step_heavier;    /* this step: planned device, placed on host (curve) */
     uint64_t step_naive;      /* this step: spilled without a plan */
     uint64_t step_swapped;    /* this step: moved to host by swap windows */
     int naive_chosen;         /* this step was left naive (plan_make's guard) */
@@ -356,7 +364,8 @@ static inline void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, ui
 {
     place_record_t *r = &pl->rec[pl->cur];
     place_seqmap_t *m = &r->seqs[arena & 1];
-    if (on_host || decided != PLACE_NONE || r->overflow || r->n >= r->cap ||
+    if (on_host || decided != PLACE_NONE || pl->state == PLACE_ST_RESYNC || r->overflow ||
+        r->n >= r->cap ||
         r->n >= PLACE_MAX_ITEMS || m->n == 0 || m->n >= m->cap || m->n >= PLACE_MAX_ITEMS * 4 ||
         seq != m->seq0 + m->n) {
         place_note_alloc_slow(pl, req, size, stream, arena, seq, addr, on_host, decided);
@@ -381,7 +390,7 @@ static inline void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_
     const place_seqmap_t *m = &r->seqs[arena & 1];
     if (m->n && seq >= m->seq0 && seq - m->seq0 < m->n) {
         uint32_t i = m->map[seq - m->seq0];
-        if (i != PLACE_OPEN && i < r->n && !r->items[i].host) {
+        if (i != PLACE_OPEN && i < r->n && !r->items[i].host && !r->items[i].extra) {
             pl->live_total = pl->live_total > size ? pl->live_total - size : 0;
             r->items[i].end = r->nevents++;
             return;

@@ -82,14 +82,16 @@ static void place_debug(void *ctx, const place_t *pl)
     static const char *names[] = {"learn", "match", "plan", "resync", "diverged"};
     vmem_log(v, VMEM_LOG_DEBUG,
              "placement: step %llu %s (from %s, offset %zu, %zu allocations, %u re-matches): plan %llu "
-             "bytes on host; placed %llu, kept on the device %llu, fallback %llu, unplanned spills %llu; "
+             "bytes on host; placed %llu (of which for blocks the plan did not know %llu), kept on the "
+             "device %llu, fallback %llu, unplanned spills %llu; "
              "margin %llu + %llu; "
              "rule %s%s (mean step %.4f s farthest, %.4f s largest, %.4f s swap); swaps: %zu planned, "
              "%llu out, %llu in, %llu skipped",
              (unsigned long long)v->steps, names[pl->state < 5 ? pl->state : 0],
              pl->src >= 0 ? "a kept variant" : "the last step", pl->offset,
              pl->rec[pl->cur].n, pl->resyncs, (unsigned long long)pl->stats.last_plan_host_bytes,
-             (unsigned long long)pl->step_placed, (unsigned long long)pl->step_lighter,
+             (unsigned long long)pl->step_placed, (unsigned long long)pl->step_heavier,
+             (unsigned long long)pl->step_lighter,
              (unsigned long long)pl->step_fallback,
              (unsigned long long)pl->step_naive, (unsigned long long)pl->margin,
              (unsigned long long)pl->extra, placement_name(placement_in_force(v)),

@@ -529,11 +529,12 @@ Test(placement, a_step_naive_does_better_is_left_naive)
  * temporary per layer.  Layer `drop` is left out (-1: none), as a job
  * that skips layers (stochastic depth, a mixture of experts) does; 56:
  * none, but layer 6 runs before layer 5 (the allocations out of order).
- * Returns the host bytes of the step. */
-static uint64_t layers_step(vmem_t *v, int drop)
+ * extra: a block of that many MiB after layer 3, kept to the step's end (a
+ * layer some steps add), or none (0).  Returns the host bytes of the step. */
+static uint64_t layers_step(vmem_t *v, int drop, size_t extra)
 {
     uint64_t before = host_so_far(v);
-    void *act[8] = {0};
+    void *act[8] = {0}, *more = NULL;
     static const int in_order[8] = {0, 1, 2, 3, 4, 5, 6, 7}, swapped[8] = {0, 1, 2, 3, 4, 6, 5, 7};
     for (int i = 0; i < 8; i++) {
         int l = drop == 56 ? swapped[i] : in_order[i];
@@ -544,6 +545,11 @@ static uint64_t layers_step(vmem_t *v, int drop)
         cr_assert(t && act[l]);
         pattern_fill(act[l], (size_t)(20 + l) * MiB, 300 + l);
         cr_assert_eq(vmem_free(v, t), VMEM_OK);
+        if (l == 3 && extra) {
+            more = vmem_alloc(v, extra * MiB);
+            cr_assert_not_null(more);
+            pattern_fill(more, extra * MiB, 299);
+        }
     }
     void *keep = vmem_alloc(v, 30 * MiB);
     cr_assert_not_null(keep);
@@ -557,6 +563,10 @@ static uint64_t layers_step(vmem_t *v, int drop)
         cr_assert_eq(vmem_free(v, g), VMEM_OK);
     }
     cr_assert_eq(vmem_free(v, keep), VMEM_OK);
+    if (more) {
+        cr_assert(pattern_ok(more, extra * MiB, 299));
+        cr_assert_eq(vmem_free(v, more), VMEM_OK);
+    }
     cr_assert_eq(vmem_step_end(v), VMEM_OK);
     cr_assert_eq(vmem_check(v), VMEM_OK);
     return host_so_far(v) - before;
@@ -578,7 +588,7 @@ Test(placement, a_step_that_skips_layers_of_its_plan_keeps_their_room)
     job_open(&plan, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_FARTHEST, 310 * MiB);
     static const int drops[] = {-1, -1, -1, 5, -1, 5, 5, -1, -1, 6, -1, 56, -1};
     for (size_t s = 0; s < sizeof drops / sizeof *drops; s++) {
-        uint64_t n = layers_step(naive.v, drops[s]), p = layers_step(plan.v, drops[s]);
+        uint64_t n = layers_step(naive.v, drops[s], 0), p = layers_step(plan.v, drops[s], 0);
         if (drops[s] < 0 || drops[s] == 56)
             cr_assert_eq(n, 47 * MiB, "step %zu: naive puts the first temporary on host", s);
         else
@@ -591,6 +601,37 @@ Test(placement, a_step_that_skips_layers_of_its_plan_keeps_their_room)
     vmem_stats_t st = {.size = sizeof st};
     cr_assert_eq(vmem_get_stats(plan.v, &st), VMEM_OK);
     cr_assert_eq(st.fallback_bytes, 0, "the blocks kept on the device fitted");
+    job_close(&naive);
+    job_close(&plan);
+}
+
+Test(placement, a_step_heavier_than_its_plan_chooses_what_goes_to_host)
+{
+    /* The full step's plan puts the 30 MiB block on host (peak 299 MiB
+     * under a limit of 310, cap 305: previous test).  A step that adds a
+     * 17 MiB block after layer 3, live to the step's end, would pass the
+     * cap by 11 MiB at the backward's first temporary: following the plan,
+     * that 47 MiB temporary falls back (77 MiB on host); naive placement
+     * puts 93 MiB there (the first two temporaries).  The added block
+     * enters the plan's curve, so layer 4's activation, planned for the
+     * device and live over the overflow, goes to host when it is allocated
+     * (54 MiB), and nothing falls back.  The step after it is planned from
+     * it and runs without the block again (lighter: its room is kept). */
+    job_t naive = {0}, plan = {0};
+    job_open(&naive, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_NAIVE, 310 * MiB);
+    job_open(&plan, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_FARTHEST, 310 * MiB);
+    static const size_t extra[] = {0, 0, 0, 17, 0, 0, 17, 17, 0, 17, 0};
+    for (size_t s = 0; s < sizeof extra / sizeof *extra; s++) {
+        uint64_t n = layers_step(naive.v, -1, extra[s]), p = layers_step(plan.v, -1, extra[s]);
+        cr_assert_eq(n, extra[s] ? 93 * MiB : 47 * MiB, "step %zu: naive", s);
+        cr_assert_leq(p, n, "step %zu (extra %zu MiB): planned %llu bytes on host, naive %llu", s,
+                      extra[s], (unsigned long long)p, (unsigned long long)n);
+        if (s >= 2 && extra[s] && extra[s - 1] == 0)
+            cr_assert_eq(p, 54 * MiB, "step %zu: layer 4's activation and the 30 MiB block", s);
+    }
+    vmem_stats_t st = {.size = sizeof st};
+    cr_assert_eq(vmem_get_stats(plan.v, &st), VMEM_OK);
+    cr_assert_eq(st.fallback_bytes, 0, "no block planned for the device fell back");
     job_close(&naive);
     job_close(&plan);
 }
