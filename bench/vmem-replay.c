@@ -52,6 +52,8 @@ typedef struct result {
     uint64_t spilled, failed;
     size_t unused_end;       /* device memory held with no block live, at the end */
     uint64_t trims, trimmed; /* growths that gave free memory back first, bytes */
+    uint64_t remaps, remapped; /* free runs mapped again at the arena's end, bytes:
+                                  over the timed passes */
     size_t min_limit;        /* 0: not searched */
     int min_limit_exact;     /* 0: the search hit its upper bound */
     size_t nsteps;           /* step boundaries */
@@ -381,6 +383,8 @@ static int replay_trace(const options_t *o, const trace_t *t, const char *timeli
             r->failed = failed;
     }
     r->warm_region_allocs = s1.device_region_allocs - w0.device_region_allocs;
+    r->remaps = s1.device_remaps - w0.device_remaps;
+    r->remapped = s1.device_remapped - w0.device_remapped;
     r->ns_per_op = replay_median(ns, (size_t)o->repeat);
     r->ns_min = ns[0];
     r->ns_max = ns[o->repeat - 1];
@@ -473,8 +477,10 @@ static void print_json(const options_t *o, const trace_t *t, const result_t *r)
                "\"device_regions\": %zu, \"warm_region_allocs\": %llu",
             o->limit, t->nallocs, t->nfrees, t->live_at_end, r->regions,
             (unsigned long long)r->warm_region_allocs);
-    fprintf(f, ", \"unused_end\": %zu, \"trims\": %llu, \"trimmed_bytes\": %llu}\n", r->unused_end,
-            (unsigned long long)r->trims, (unsigned long long)r->trimmed);
+    fprintf(f, ", \"unused_end\": %zu, \"trims\": %llu, \"trimmed_bytes\": %llu, \"warm_remaps\": %llu, "
+               "\"warm_remapped_bytes\": %llu}\n",
+            r->unused_end, (unsigned long long)r->trims, (unsigned long long)r->trimmed,
+            (unsigned long long)r->remaps, (unsigned long long)r->remapped);
     fflush(f);
 }
 
