@@ -363,6 +363,7 @@ class HostPool:
 
     HUGE = 2 << 20
     MADV_HUGEPAGE = 14  # Linux
+    _madvise = None  # libc's madvise once _advise_huge looked it up (per pool)
 
     def _advise_huge(self, addr, length):
         """Advises the whole 2 MiB pages inside [addr, addr + length) huge
@@ -373,9 +374,12 @@ class HostPool:
         if hi <= lo:
             return
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-            if libc.madvise(lo, hi - lo, self.MADV_HUGEPAGE) == 0:
+            madvise = self._madvise
+            if madvise is None:  # libc looked up once per pool, not per buffer
+                madvise = ctypes.CDLL(None, use_errno=True).madvise
+                madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+                self._madvise = madvise
+            if madvise(lo, hi - lo, self.MADV_HUGEPAGE) == 0:
                 self.huge_advised += hi - lo
         except (AttributeError, OSError):
             self.huge = False
