@@ -749,8 +749,9 @@ static void *grow_to(void *a, size_t *cap, size_t n, size_t elem)
 
 /* The plan's load curve (place_t.curve). */
 struct place_curve {
-    segtree_t t;              /* built at the first skip (until then the
-                                 curve is the plan's: no decision changes) */
+    segtree_t t;              /* built at the step's first skip or extra
+                                 block (curve_tree; until then the curve is
+                                 the plan's: no decision changes) */
     int64_t *load;            /* the plan's curve, until t is built */
     int64_t cap;              /* the plan's cap: the limit less the margins */
     int64_t extra;            /* bytes of blocks the plan does not know in it
@@ -1097,7 +1098,8 @@ static unsigned plan_at(place_t *pl, size_t i)
         while (pl->due_hi < pl->nmoves && pl->moves[pl->due_hi].trigger == k)
             pl->due_hi++;
     }
-    struct place_curve *c = pl->curve && !pl->curve->load ? pl->curve : NULL; /* skipped */
+    /* The tree exists once the step skipped or added blocks (curve_tree). */
+    struct place_curve *c = pl->curve && !pl->curve->load ? pl->curve : NULL;
     int64_t s = (int64_t)src_of(pl)->items[i].size;
     if (c && c->gone[k] != CURVE_IN) { /* skipped, then allocated after all */
         seg_span(&c->t, c->len, c->gone[k], c->end[k], s);
