@@ -20,8 +20,8 @@
  * growth_policy_from_env.  Invariant: trim_slack in [0, 10].
  *  - tight 1 (VMEM_GROWTH=tight, the default): on contiguous backends (vmm, sim-vmm)
  *    a region is exactly what the request lacks, ending on the backend's
- *    grow_align only where that lack is at least half of grow_align (large
- *    requests get whole big handles; small ones do not pay 64 MiB for 2).
+ *    grow_align only where that lack is at least grow_align (large requests
+ *    get whole big handles; small ones do not pay 64 MiB for 2).
  *    Separate-region backends keep doubling (many small cudaMalloc regions
  *    fragment worse, docs/benchmarks.md).
  *  - tight 0: doubling region sizes and grow_align everywhere (the policy
