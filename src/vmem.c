@@ -747,7 +747,9 @@ static void *host_alloc(vmem_t *v, size_t size, uintptr_t key, void *stream, int
 static void *device_alloc(vmem_t *v, size_t size, uintptr_t key, void *stream)
 {
     void *p = bfc_alloc(&v->dev, size, key);
-    if (!p && v->dev.last_fail != BFC_FAIL_SIZE) {
+    /* A request larger than the limit cannot fit whatever is settled, given
+     * back or moved: nothing is (it goes to host as it is). */
+    if (!p && v->dev.last_fail != BFC_FAIL_SIZE && bfc_round(size) <= v->dev.limit) {
         if (v->multi_stream && streams_settle(v))
             p = bfc_alloc(&v->dev, size, key);
         /* Freed blocks that other streams' work still reads (deferred.h):

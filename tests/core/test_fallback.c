@@ -110,6 +110,53 @@ Test(fallback, empty_regions_released_before_spilling)
     vmem_destroy(v);
 }
 
+/* A request larger than the limit can never be served by the device, so
+ * nothing is given back or moved for it: it goes to host, and the free
+ * memory the arena holds stays for the blocks that fit (it was all given
+ * back first, and mapped again by the next allocations: on vmm, a device
+ * synchronisation each time).  Tagged requests the same. */
+static void case_larger_than_limit_keeps_free_memory(vmem_backend_kind_t kind)
+{
+    vmem_config_t cfg = sim_config(kind, 64 * MiB, 64 * MiB, 1 * GiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    void *a = alloc_checked(v, 8 * MiB), *b = alloc_checked(v, 8 * MiB),
+         *c = alloc_checked(v, 30 * MiB);
+    cr_assert(a && b && c);
+    free_checked(v, a, 8 * MiB);
+    free_checked(v, c, 30 * MiB);
+    vmem_stats_t before = stats_of(v);
+    cr_assert_gt(before.device_held, before.device_in_use, "setup: free memory held");
+    for (unsigned tag = 0; tag < 2; tag++) {
+        void *h = vmem_alloc_tagged(v, 100 * MiB, tag);
+        CHECK_VMEM(v, "vmem_alloc_tagged(100 MiB, tag %u)", tag);
+        cr_assert_not_null(h, "tag %u: %s", tag, vmem_strerror(vmem_last_status()));
+        cr_assert_eq(location_of(v, h), VMEM_LOC_HOST);
+        vmem_stats_t after = stats_of(v);
+        cr_assert_eq(after.device_held, before.device_held,
+                     "tag %u: device memory given back for a request above the limit (%zu -> %zu)",
+                     tag, before.device_held, after.device_held);
+        cr_assert_eq(after.device_region_frees, before.device_region_frees, "tag %u", tag);
+        cr_assert_eq(after.device_remaps, before.device_remaps, "tag %u", tag);
+        cr_assert_eq(vmem_free(v, h), VMEM_OK);
+        CHECK_VMEM(v, "vmem_free(tag %u)", tag);
+    }
+    /* A request that fits under the limit still gets the room it needs. */
+    void *d = alloc_checked(v, 48 * MiB);
+    cr_assert_not_null(d);
+    cr_assert_eq(location_of(v, d), VMEM_LOC_DEVICE);
+    free_checked(v, d, 48 * MiB);
+    free_checked(v, b, 8 * MiB);
+    vmem_destroy(v);
+}
+Test(fallback, larger_than_limit_keeps_free_memory_sim)
+{
+    case_larger_than_limit_keeps_free_memory(VMEM_BACKEND_SIM);
+}
+Test(fallback, larger_than_limit_keeps_free_memory_sim_vmm)
+{
+    case_larger_than_limit_keeps_free_memory(VMEM_BACKEND_SIM_VMM);
+}
+
 Test(fallback, host_limit_reached_returns_nomem)
 {
     log_capture_t cap = LOG_CAPTURE_INIT;
