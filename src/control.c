@@ -219,12 +219,7 @@ static void setting_describe(const control_setting_t *s, char *buf, size_t len)
  * "0000:3b:00.0" (CUDA); simulated ids compare as text, ignoring case. */
 int control_bus_id_match(const char *key, const char *mine)
 {
-    if (!*mine)
-        return 0;
-    long long a = control_pci_bus_id(key), b = control_pci_bus_id(mine);
-    if (a >= 0 && b >= 0)
-        return a == b;
-    return strcasecmp(key, mine) == 0;
+    return *mine && control_gpu_key_same(key, mine);
 }
 
 /* ------------------------------------------------------------------------ */

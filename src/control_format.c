@@ -51,6 +51,14 @@ int control_gpu_key_valid(const char *key)
     return 1;
 }
 
+int control_gpu_key_same(const char *a, const char *b)
+{
+    long long x = control_pci_bus_id(a), y = control_pci_bus_id(b);
+    if (x >= 0 && y >= 0)
+        return x == y;
+    return strcasecmp(a, b) == 0;
+}
+
 /* The number literals of a JSON text, in document order. */
 typedef struct num_tokens {
     const char *text;

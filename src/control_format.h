@@ -17,6 +17,11 @@ long long control_pci_bus_id(const char *s);
  * (N a decimal device ordinal; "sim" in any case). */
 int control_gpu_key_valid(const char *key);
 
+/* 1 if the per-GPU keys a and b name the same device: PCI bus ids compare
+ * by value ("00000000:3B:00.0" == "0000:3b:00.0" == "3b:00.0"), others
+ * ("sim:0") as text ignoring case. */
+int control_gpu_key_same(const char *a, const char *b);
+
 /* cJSON reads every number as a double, which is exact only below 2^53.
  * Replaces each number item of root whose literal in text (the len bytes
  * root was parsed from) is an integer of 16 digits or more by an item that

@@ -258,32 +258,55 @@ static int control_set(const char *path, const char *gpu, const char *key, const
     if (!root)
         root = cJSON_CreateObject();
 
-    cJSON *target = root;
+    /* The entries to change: the top level, or every entry naming the
+     * device --gpu names, however it is spelled (libvmem compares ids by
+     * value and applies each entry of its device in file order, so one left
+     * out could override the change); a new one if the file has none. */
+    cJSON *targets[64];
+    int ntargets = 0;
     if (gpu) {
-        target = cJSON_GetObjectItemCaseSensitive(root, gpu);
-        if (target && !cJSON_IsObject(target)) {
-            fprintf(stderr, "vmemctl: %s: entry \"%s\" is not an object (it was not changed)\n",
-                    path, gpu);
-            cJSON_Delete(root);
-            cJSON_Delete(item);
-            return 1;
+        cJSON *it;
+        cJSON_ArrayForEach(it, root)
+        {
+            if (!strchr(it->string, ':') || !control_gpu_key_same(it->string, gpu))
+                continue;
+            if (!cJSON_IsObject(it) || ntargets == (int)(sizeof targets / sizeof targets[0])) {
+                fprintf(stderr, "vmemctl: %s: entry \"%s\" %s (it was not changed)\n", path,
+                        it->string, cJSON_IsObject(it) ? "is one of too many for the device"
+                                                       : "is not an object");
+                cJSON_Delete(root);
+                cJSON_Delete(item);
+                return 1;
+            }
+            targets[ntargets++] = it;
         }
-        if (!target) {
-            target = cJSON_CreateObject();
-            cJSON_AddItemToObject(root, gpu, target);
+        if (!ntargets) {
+            targets[ntargets++] = cJSON_CreateObject();
+            cJSON_AddItemToObject(root, gpu, targets[0]);
         }
+    } else {
+        targets[ntargets++] = root;
     }
     /* "limit" and AntMan's "mem_limit" are synonyms: keep only one, the
      * per-GPU entries in AntMan's spelling. */
     const char *name = key;
-    if (!strcmp(key, "limit")) {
+    if (!strcmp(key, "limit"))
         name = gpu ? "mem_limit" : "limit";
-        cJSON_DeleteItemFromObjectCaseSensitive(target, gpu ? "limit" : "mem_limit");
+    for (int i = 0; i < ntargets; i++) {
+        cJSON *target = targets[i];
+        cJSON *value = i ? cJSON_Duplicate(item, 1) : item;
+        if (!value) {
+            fprintf(stderr, "vmemctl: out of memory\n");
+            cJSON_Delete(root);
+            return 1;
+        }
+        if (!strcmp(key, "limit"))
+            cJSON_DeleteItemFromObjectCaseSensitive(target, gpu ? "limit" : "mem_limit");
+        if (cJSON_GetObjectItemCaseSensitive(target, name))
+            cJSON_ReplaceItemInObjectCaseSensitive(target, name, value);
+        else
+            cJSON_AddItemToObject(target, name, value);
     }
-    if (cJSON_GetObjectItemCaseSensitive(target, name))
-        cJSON_ReplaceItemInObjectCaseSensitive(target, name, item);
-    else
-        cJSON_AddItemToObject(target, name, item);
 
     char *out = cJSON_Print(root);
     cJSON_Delete(root);

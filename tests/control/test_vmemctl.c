@@ -423,6 +423,48 @@ Test(control_vmemctl, gpu_key_must_be_one_libvmem_reads, .timeout = 30)
     dir_remove(dir);
 }
 
+/* --gpu finds the device's entry however it is spelled (libvmem compares
+ * ids by value: nvidia-smi's 00000000:3B:00.0 is CUDA's 0000:3b:00.0, and
+ * sim:0 is SIM:0).  A second entry for the same device was added under the
+ * other spelling; the library applies both in file order, so a later
+ * vmemctl run that updated the first one was overridden by the second. */
+Test(control_vmemctl, gpu_entry_found_by_value, .timeout = 30)
+{
+    char *dir = dir_make();
+    char *ctl = path_join(dir, "control.json");
+    file_put_atomic(ctl, "{\"SIM:0\": {\"mem_limit\": \"512M\", \"perf\": 70},"
+                         " \"00000000:3B:00.0\": {\"mem_limit\": 1048576}}");
+    static const struct { const char *gpu, *size; size_t bytes; } steps[] = {
+        {"sim:0", "256M", 256 * MiB}, {"SIM:0", "128M", 128 * MiB}, {"Sim:0", "384M", 384 * MiB}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        run_t r;
+        run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", "--gpu", steps[i].gpu, ctl,
+                                      steps[i].size, NULL});
+        cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+        vmem_t *v = instance_make(1 * GiB, ctl, NULL, NULL, 0);
+        cr_assert_eq(limit_of(v), steps[i].bytes, "after --gpu %s %s: limit %zu", steps[i].gpu,
+                     steps[i].size, limit_of(v));
+        vmem_destroy(v);
+    }
+    run_t r;
+    run(&r, (const char *const[]){exe("VMEMCTL_EXE"), "set-limit", "--gpu", "0000:3b:00.0", ctl,
+                                  "2G", NULL});
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cJSON *root = json_load(ctl);
+    int entries = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root) entries++;
+    cr_assert_eq(entries, 2, "an entry was added for a device the file already names");
+    const cJSON *sim = cJSON_GetObjectItemCaseSensitive(root, "SIM:0");
+    cr_assert_eq(json_num(sim, "mem_limit"), 384.0 * MiB);
+    cr_assert_eq(json_num(sim, "perf"), 70, "the entry's other keys are kept");
+    cr_assert_eq(json_num(cJSON_GetObjectItemCaseSensitive(root, "00000000:3B:00.0"), "mem_limit"),
+                 2.0 * GiB);
+    cJSON_Delete(root);
+    free(ctl);
+    dir_remove(dir);
+}
+
 /* The demo's counts are numbers or a usage error: atol read "--steps abc"
  * as 0, which means "run until stopped". */
 Test(control_vmemctl, demo_counts_are_checked, .timeout = 30)
