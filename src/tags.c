@@ -230,8 +230,10 @@ static size_t tag_host_need(const bfc_arena_t *a)
     return n;
 }
 
+/* Allocates in t's arena; *spilled: 1 if host memory served it.  The
+ * caller counts a failure. */
 static void *tag_alloc_locked(vmem_t *v, tag_arena_t *t, size_t size, uintptr_t key,
-                              vmem_status_t *st)
+                              vmem_status_t *st, int *spilled)
 {
     bfc_arena_t *a = &t->arena;
     if (a->paused) {
@@ -255,22 +257,20 @@ static void *tag_alloc_locked(vmem_t *v, tag_arena_t *t, size_t size, uintptr_t 
         if (!p && a->last_fail == BFC_FAIL_BACKEND && bfc_release_host(a) > 0)
             p = bfc_alloc(a, size, key);
     }
-    int spilled = 0;
     if (!p && a->last_fail != BFC_FAIL_SIZE && v->host_fallback) {
         /* vmm, sim-vmm: host memory in the tag's own range; else the host arena. */
         p = a->hostmap ? bfc_alloc_spill(a, size, key, vmem_host_room(v))
                        : bfc_alloc(&v->host, size, key);
-        spilled = p != NULL;
+        *spilled = p != NULL;
     }
     tags_sync(v);
     if (!p) {
         *st = a->last_fail == BFC_FAIL_SIZE ? VMEM_ERR_SIZE : VMEM_ERR_NOMEM;
-        v->failures++;
         return NULL;
     }
     v->allocs++;
     t->allocs++;
-    if (spilled) {
+    if (*spilled) {
         v->spills++;
         v->spilled_bytes += size;
     }
@@ -280,23 +280,30 @@ static void *tag_alloc_locked(vmem_t *v, tag_arena_t *t, size_t size, uintptr_t 
 
 void *tags_alloc(vmem_t *v, size_t size, void *stream, unsigned tag)
 {
-    vmem_status_t st = VMEM_OK;
+    vmem_status_t st = VMEM_ERR_SIZE;
     void *p = NULL;
-    if (bfc_round(size) == 0) {
-        st = VMEM_ERR_SIZE;
-    } else {
-        pthread_mutex_lock(&v->lock);
+    int spilled = 0;
+    pthread_mutex_lock(&v->lock);
+    if (bfc_round(size) != 0) {
         tag_arena_t *t = tag_get(v, tag, &st);
         if (t)
-            p = tag_alloc_locked(v, t, size, vmem_stream_alloc_key(v, stream), &st);
-        else
-            v->failures++;
-        pthread_mutex_unlock(&v->lock);
+            p = tag_alloc_locked(v, t, size, vmem_stream_alloc_key(v, stream), &st, &spilled);
     }
+    if (!p)
+        v->failures++;
+    /* The events of vmem_alloc (vmem.h), fired outside the lock as there. */
+    vmem_event_kind_t kind = p ? VMEM_EVENT_SPILL : VMEM_EVENT_ALLOC_FAILED;
+    vmem_event_fn fn = !p || spilled ? v->cb_fn[kind] : NULL;
+    void *ctx = v->cb_ctx[kind];
+    pthread_mutex_unlock(&v->lock);
     vmem_set_last_status(st);
     if (!p)
         vmem_log(v, VMEM_LOG_WARN, "vmem_alloc(%zu) in tag %u: %s%s", size, tag,
                  vmem_strerror(st), st == VMEM_ERR_BUSY ? " (the tag is paused)" : "");
+    if (fn) {
+        vmem_event_t ev = {.kind = kind, .size = size, .status = p ? VMEM_OK : st};
+        fn(ctx, &ev);
+    }
     return p;
 }
 

@@ -62,6 +62,53 @@ Test(hostile, alloc_failed_fires_for_bad_sizes)
     vmem_destroy(v);
 }
 
+/* The same in a tag's arena (vmem_alloc_tagged, or vmem_alloc with the
+ * thread's tag set): a NULL fires ALLOC_FAILED and counts as a failure, a
+ * spill fires SPILL.  Tagged allocations fired no event at all, and a bad
+ * size or a paused tag was not counted. */
+Test(hostile, tagged_allocations_fire_events)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM_VMM, 64 * MiB, 0, 128 * MiB, &cap);
+    vmem_t *v = create_or_die(&cfg);
+    seen_t failed = {0}, spilled = {0};
+    cr_assert_eq(vmem_set_callback(v, VMEM_EVENT_ALLOC_FAILED, on_event, &failed), VMEM_OK);
+    cr_assert_eq(vmem_set_callback(v, VMEM_EVENT_SPILL, on_event, &spilled), VMEM_OK);
+    uint64_t failures = stats_of(v).failures;
+    const size_t bad[] = {0, SIZE_MAX};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_null(vmem_alloc_tagged(v, bad[i], 3));
+        cr_assert_eq(vmem_last_status(), VMEM_ERR_SIZE);
+        cr_assert_eq(failed.n, i + 1, "size %zu in tag 3: no ALLOC_FAILED event", bad[i]);
+        cr_assert_eq(failed.last.size, bad[i]);
+        cr_assert_eq(failed.last.status, VMEM_ERR_SIZE);
+        cr_assert_eq(stats_of(v).failures, ++failures, "size %zu in tag 3: not counted", bad[i]);
+    }
+    /* 80 MiB does not fit under the 64 MiB limit: host memory of the tag */
+    void *h = vmem_alloc_tagged(v, 80 * MiB, 3);
+    cr_assert_not_null(h, "%s", vmem_strerror(vmem_last_status()));
+    cr_assert_eq(spilled.n, 1, "a spill in tag 3: no SPILL event");
+    cr_assert_eq(spilled.last.kind, VMEM_EVENT_SPILL);
+    cr_assert_eq(spilled.last.size, 80 * MiB);
+    /* neither device nor host room: NOMEM, through the thread's tag */
+    cr_assert_eq(vmem_set_tag(v, 3, NULL), VMEM_OK);
+    cr_assert_null(vmem_alloc(v, 100 * MiB));
+    cr_assert_eq(vmem_last_status(), VMEM_ERR_NOMEM);
+    cr_assert_eq(failed.n, 3, "NOMEM in the thread's tag: no ALLOC_FAILED event");
+    cr_assert_eq(failed.last.status, VMEM_ERR_NOMEM);
+    cr_assert_eq(stats_of(v).failures, ++failures);
+    /* a paused tag: BUSY */
+    cr_assert_eq(vmem_pause(v, 4, VMEM_PAUSE_DISCARD), VMEM_OK);
+    cr_assert_null(vmem_alloc_tagged(v, 4096, 4));
+    cr_assert_eq(vmem_last_status(), VMEM_ERR_BUSY);
+    cr_assert_eq(failed.n, 4, "a paused tag: no ALLOC_FAILED event");
+    cr_assert_eq(failed.last.status, VMEM_ERR_BUSY);
+    cr_assert_eq(stats_of(v).failures, ++failures, "a paused tag: not counted");
+    cr_assert_eq(spilled.n, 1);
+    cr_assert_eq(vmem_free(v, h), VMEM_OK);
+    CHECK_VMEM(v, "tagged events");
+    vmem_destroy(v);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
 /* ------------------------------------------------------------------------ */
