@@ -111,6 +111,11 @@ Test(trace, malformed_lines_name_the_line)
     cr_assert(strstr(load_error("x 1 2 3 4\n"), "unknown event"));
     cr_assert(strstr(load_error("a 1 100 0 1\n\x01\x02\n"), ":2: unknown event '?" "?'"));
     cr_assert(strstr(load_error("# only a comment\n"), "no events"));
+    /* Each size is allowed (at most SIZE_MAX / 2) but the bytes live at once
+     * pass 2^64: the peak wrapped and was reported far too low. */
+    cr_assert(strstr(load_error("a 1 9223372036854775807 0 1\na 2 9223372036854775807 0 2\n"
+                                "f 1 3\na 3 9223372036854775807 0 4\na 4 9223372036854775807 0 5\n"),
+                     ":5: allocation of block 4: live bytes pass 2^64"));
 }
 
 Test(trace, unknown_and_duplicate_ids)

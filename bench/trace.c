@@ -396,6 +396,11 @@ int trace_load_max(const char *path, size_t max_events, trace_t *t, char *err, s
                 load_fail(&ld, "out of memory");
                 goto out;
             }
+            if (live > UINT64_MAX - ev.size) {
+                load_fail(&ld, "allocation of block %llu: live bytes pass 2^64",
+                          (unsigned long long)id);
+                goto out;
+            }
             slot_size[slot] = ev.size;
             ev.slot = slot;
             live += ev.size;
