@@ -288,13 +288,31 @@ static int keys_parse(const cJSON *obj, control_setting_t *s, char *why, size_t 
     return 0;
 }
 
+/* 1 if a string of the JSON text holds an escaped NUL (\u0000): cJSON ends
+ * the string there, so "8G\u0000junk" would read as "8G" and a key
+ * "limit\u0000x" as "limit". */
+static int has_nul_escape(const char *text, size_t len)
+{
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == '"') {
+            in_string = !in_string;
+        } else if (in_string && text[i] == '\\' && i + 1 < len) {
+            i++; /* the escaped character */
+            if (text[i] == 'u' && i + 4 < len && !strncmp(text + i + 1, "0000", 4))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 /* Parses the file's text (NUL-terminated, len bytes) into *out.  Returns 0,
  * or -1 with why filled. */
 static int setting_parse(struct control *c, const char *text, size_t len, control_setting_t *out,
                          char *why, size_t wlen, char *unknown, size_t ulen)
 {
     memset(out, 0, sizeof *out);
-    if (memchr(text, '\0', len)) {
+    if (memchr(text, '\0', len) || has_nul_escape(text, len)) {
         snprintf(why, wlen, "contains a NUL byte");
         return -1;
     }

@@ -158,6 +158,9 @@ static void case_bad_values(int poll)
         "{\"limit\": \"256M\",}",
         "{\"sim:0\": [1]}",
         "\"just a string\"",
+        /* an escaped NUL ended the string for cJSON: "256M" and "limit" were read */
+        "{\"limit\": \"256M\\u0000junk\"}",
+        "{\"limit\\u0000junk\": \"256M\"}",
     };
     fixture_t f;
     fixture_open(&f, poll);
