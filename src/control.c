@@ -859,9 +859,9 @@ static void setting_apply(vmem_t *v, const char *path, const control_setting_t *
                           const control_setting_t *now)
 {
     if (now->has_limit && (!before->has_limit || before->limit != now->limit)) {
-        pthread_mutex_lock(&v->lock);
+        vmem_lock(&v->lock);
         size_t cap = v->start_cap;
-        pthread_mutex_unlock(&v->lock);
+        vmem_unlock(&v->lock);
         size_t target = now->limit;
         if (target > cap) {
             vmem_log(v, VMEM_LOG_WARN,

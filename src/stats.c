@@ -30,7 +30,7 @@ vmem_status_t vmem_watermark(vmem_t *v, size_t *in_use, size_t *max_since, size_
 {
     if (!v)
         return VMEM_INVALID_ARG(v);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     size_t d = vmem_device_bytes(v) + vmem_host_bytes(v);
     if (in_use)
         *in_use = d;
@@ -39,7 +39,7 @@ vmem_status_t vmem_watermark(vmem_t *v, size_t *in_use, size_t *max_since, size_
     if (limit)
         *limit = v->dev.limit;
     v->wm_all = d;
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     return VMEM_OK;
 }
 
@@ -49,7 +49,7 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
         return VMEM_INVALID_ARG(v);
     vmem_stats_t s;
     memset(&s, 0, sizeof s);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     s.size = out->size < sizeof s ? out->size : (uint32_t)sizeof s;
     s.version = VMEM_STATS_VERSION;
     s.backend = v->dev_backend->name;
@@ -148,7 +148,7 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.device_trimmed = v->dev.trimmed;
     s.limit_source = v->limit_source;
     s.device = v->cfg.device;
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     memcpy(out, &s, s.size);
     return VMEM_OK;
 }
@@ -191,7 +191,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
         return VMEM_INVALID_ARG(v);
     vmem_stats_t s = {.size = sizeof s};
     vmem_get_stats(v, &s);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     size_t stable_dev = v->stable_dev, stable_host = v->stable_host;
     const char *reason = v->swap_reason;
     uint64_t remap_misses = v->dev.remap_misses, remap_refused = v->dev.remap_refused;
@@ -212,7 +212,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
         big_splits = vc.splits;
     }
 #endif
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     control_status_t cs;
     control_get_status(v, &cs);
     struct timespec now;

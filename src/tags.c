@@ -112,11 +112,11 @@ vmem_status_t vmem_set_tag(vmem_t *v, unsigned tag, unsigned *previous)
     if (!v)
         return VMEM_INVALID_ARG(v);
     if (!atomic_load(&v->tag_key_made)) {
-        pthread_mutex_lock(&v->lock);
+        vmem_lock(&v->lock);
         int ok = atomic_load(&v->tag_key_made) || pthread_key_create(&v->tag_key, NULL) == 0;
         if (ok)
             atomic_store(&v->tag_key_made, 1);
-        pthread_mutex_unlock(&v->lock);
+        vmem_unlock(&v->lock);
         if (!ok) {
             vmem_log(v, VMEM_LOG_ERROR, "vmem_set_tag: no thread-local key left");
             return VMEM_ERR_NOMEM;
@@ -283,7 +283,7 @@ void *tags_alloc(vmem_t *v, size_t size, void *stream, unsigned tag)
     vmem_status_t st = VMEM_ERR_SIZE;
     void *p = NULL;
     int spilled = 0;
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     if (bfc_round(size) != 0) {
         tag_arena_t *t = tag_get(v, tag, &st);
         if (t)
@@ -295,7 +295,7 @@ void *tags_alloc(vmem_t *v, size_t size, void *stream, unsigned tag)
     vmem_event_kind_t kind = p ? VMEM_EVENT_SPILL : VMEM_EVENT_ALLOC_FAILED;
     vmem_event_fn fn = !p || spilled ? v->cb_fn[kind] : NULL;
     void *ctx = v->cb_ctx[kind];
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     vmem_set_last_status(st);
     if (!p)
         vmem_log(v, VMEM_LOG_WARN, "vmem_alloc(%zu) in tag %u: %s%s", size, tag,
@@ -353,9 +353,9 @@ vmem_status_t vmem_host_reserve(vmem_t *v, size_t bytes, size_t *kept)
     size_t k = 0;
     if (!v)
         return VMEM_INVALID_ARG(v);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     vmem_status_t st = backend_host_reserve(v->dev_backend, bytes, &k);
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (kept)
         *kept = k;
     if (st == VMEM_ERR_UNSUPPORTED)
@@ -387,9 +387,9 @@ vmem_status_t vmem_pause(vmem_t *v, unsigned tag, unsigned flags)
     }
     double t0 = vmem_now();
     int guard = pause_guard(v); /* read before the lock: it may log */
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     if (!(v->dev_backend->host_ops && v->dev_backend->host_ops->region_park && v->dev.hostmap)) {
-        pthread_mutex_unlock(&v->lock);
+        vmem_unlock(&v->lock);
         vmem_log(v, VMEM_LOG_ERROR, "vmem_pause: not supported by the %s backend (needs vmm with "
                  "host memory, or sim-vmm)", v->dev_backend->name);
         return VMEM_ERR_UNSUPPORTED;
@@ -414,7 +414,7 @@ vmem_status_t vmem_pause(vmem_t *v, unsigned tag, unsigned flags)
         }
         kept = t->arena.held_host;
     }
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (st != VMEM_OK)
         vmem_log(v, VMEM_LOG_ERROR, "vmem_pause(tag %u, %s): %s", tag,
                  flags == VMEM_PAUSE_KEEP ? "keep" : "discard", vmem_strerror(st));
@@ -430,7 +430,7 @@ vmem_status_t vmem_resume_ex(vmem_t *v, unsigned tag, unsigned flags)
     if (!v || tag == 0 || (flags & ~VMEM_RESUME_SPILL))
         return VMEM_INVALID_ARG(v);
     double t0 = vmem_now();
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     tag_arena_t *t = tag_find(v, tag);
     vmem_status_t st = VMEM_OK;
     bfc_moves_t m = {0};
@@ -452,7 +452,7 @@ vmem_status_t vmem_resume_ex(vmem_t *v, unsigned tag, unsigned flags)
         }
     }
     size_t held = v->dev.held + tags_held(v), limit = v->dev.limit;
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (st != VMEM_OK)
         vmem_log(v, VMEM_LOG_ERROR, "vmem_resume(tag %u): %s (device holds %zu of limit %zu)", tag,
                  vmem_strerror(st), held, limit);
@@ -654,7 +654,7 @@ vmem_status_t vmem_get_tag_stats(vmem_t *v, unsigned tag, vmem_tag_stats_t *out)
     s.size = out->size < sizeof s ? out->size : (uint32_t)sizeof s;
     s.version = VMEM_TAG_STATS_VERSION;
     s.tag = tag;
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     if (tag == 0) {
         arena_tag_stats(&v->dev, &s);
         s.allocs = v->allocs; /* every allocation, tags included */
@@ -673,7 +673,7 @@ vmem_status_t vmem_get_tag_stats(vmem_t *v, unsigned tag, vmem_tag_stats_t *out)
             s.last_resume_seconds = t->last_resume_seconds;
         }
     }
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     memcpy(out, &s, s.size);
     return VMEM_OK;
 }
@@ -681,7 +681,7 @@ vmem_status_t vmem_get_tag_stats(vmem_t *v, unsigned tag, vmem_tag_stats_t *out)
 void tags_json(vmem_t *v, void (*fn)(void *ctx, const char *fmt, ...), void *ctx)
 {
     static const char *const state[] = {"active", "paused-keep", "paused-discard"};
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     fn(ctx, ",\"tags\":[");
     for (int i = 0; v->tags && i < v->tags->n; i++) {
         const tag_arena_t *t = v->tags->t[i];
@@ -697,5 +697,5 @@ void tags_json(vmem_t *v, void (*fn)(void *ctx, const char *fmt, ...), void *ctx
            t->last_resume_seconds * 1e3);
     }
     fn(ctx, "]");
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
 }

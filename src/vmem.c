@@ -279,7 +279,7 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     v->place.debug = place_debug;
     v->place.debug_ctx = v;
     atomic_store(&v->perf, 100);
-    pthread_mutex_init(&v->lock, NULL);
+    vmem_lock_init(&v->lock);
     if (v->control_file) {
         st = control_start(v, v->control_file);
         if (st != VMEM_OK) {
@@ -395,7 +395,7 @@ vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)
                  ptr);
         return VMEM_ERR_BUSY;
     }
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     vmem_status_t st = VMEM_OK;
     int arena;
     const bfc_chunk_t *c = live_chunk(v, ptr, &arena);
@@ -410,7 +410,7 @@ vmem_status_t vmem_record_stream(vmem_t *v, void *ptr, void *stream)
     } else {
         st = arenas_classify(v, ptr);
     }
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (st != VMEM_OK)
         vmem_log(v, VMEM_LOG_ERROR, "vmem_record_stream(%p): %s", ptr, vmem_strerror(st));
     return st;
@@ -485,7 +485,7 @@ void vmem_destroy(vmem_t *v)
         vmem_log(v, VMEM_LOG_WARN, "destroyed with %zu live blocks", live);
     backend_destroy(v->dev_backend);
     backend_destroy(v->host_backend);
-    pthread_mutex_destroy(&v->lock);
+    vmem_lock_destroy(&v->lock);
     free(v->control_file);
     free(v->stats_file);
     free(v);
@@ -519,10 +519,10 @@ vmem_status_t vmem_set_callback(vmem_t *v, vmem_event_kind_t kind, vmem_event_fn
 {
     if (!v || kind < VMEM_EVENT_SPILL || kind > VMEM_EVENT_LIMIT_CHANGED)
         return VMEM_INVALID_ARG(v);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     v->cb_fn[kind] = fn;
     v->cb_ctx[kind] = fn ? ctx : NULL;
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     return VMEM_OK;
 }
 
@@ -781,9 +781,9 @@ int vmem_fits(vmem_t *v, size_t size, void *stream)
 {
     if (!v || !size)
         return 0;
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     int fits = bfc_fits(&v->dev, size, stream_key_peek(v, stream));
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     return fits;
 }
 
@@ -869,12 +869,12 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
     pe.fn = NULL; /* event_prepare fills the rest when there is an event */
     if (bfc_round(size) == 0) { /* zero, or too large to round */
         tls_status = VMEM_ERR_SIZE;
-        pthread_mutex_lock(&v->lock);
+        vmem_lock(&v->lock);
         v->failures++;
         event_prepare(v, &pe, VMEM_EVENT_ALLOC_FAILED);
         pe.ev.size = size;
         pe.ev.status = VMEM_ERR_SIZE;
-        pthread_mutex_unlock(&v->lock);
+        vmem_unlock(&v->lock);
         vmem_log(v, VMEM_LOG_ERROR, "vmem_alloc: invalid size %zu", size);
         event_fire(&pe);
         return NULL;
@@ -882,11 +882,11 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
     unsigned tag = tags_current(v); /* vmem_set_tag: the tag's own arena */
     if (tag)
         return tags_alloc(v, size, stream, tag);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     void *p = alloc_locked(v, size, alloc_key(v, stream), stream, &st, &pe);
     if (p && v->recorder)
         recorder_alloc(v->recorder, p, size, stream); /* in the allocator's order */
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     tls_status = st;
     if (!p)
         vmem_log(v, VMEM_LOG_WARN, "vmem_alloc(%zu): %s", size, vmem_strerror(st));
@@ -902,7 +902,7 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
         return VMEM_INVALID_ARG(v);
     if (!ptr)
         return VMEM_OK;
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     uintptr_t key = free_key(v, stream);
     size_t host_before = vmem_host_bytes(v); /* for step_track */
     size_t bytes = 0;
@@ -951,7 +951,7 @@ vmem_status_t vmem_free_stream(vmem_t *v, void *ptr, void *stream)
         }
         v->bad_frees++;
     }
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (st != VMEM_OK)
         vmem_log(v, VMEM_LOG_ERROR, "vmem_free(%p): %s", ptr, vmem_strerror(st));
     return st;
@@ -968,11 +968,11 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
     if (!v || (flags & ~VMEM_LIMIT_FORCE))
         return VMEM_INVALID_ARG(v);
     pending_event_t pe = {0};
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     if (bytes > v->start_cap) {
         if (!(flags & VMEM_LIMIT_FORCE)) {
             size_t cap = v->start_cap;
-            pthread_mutex_unlock(&v->lock);
+            vmem_unlock(&v->lock);
             vmem_log(v, VMEM_LOG_ERROR,
                      "vmem_set_limit(%zu): above the start cap %zu (use VMEM_LIMIT_FORCE)", bytes,
                      cap);
@@ -994,7 +994,7 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
         pe.ev.old_limit = old;
         pe.ev.new_limit = bytes;
     }
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (applied)
         *applied = held;
     vmem_log(v, st == VMEM_OK ? VMEM_LOG_INFO : VMEM_LOG_WARN,
@@ -1018,9 +1018,9 @@ vmem_status_t vmem_get_limit(vmem_t *v, size_t *limit)
 {
     if (!v || !limit)
         return VMEM_INVALID_ARG(v);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     *limit = v->dev.limit;
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     return VMEM_OK;
 }
 
@@ -1028,7 +1028,7 @@ vmem_status_t vmem_set_host_limit(vmem_t *v, size_t bytes)
 {
     if (!v)
         return VMEM_INVALID_ARG(v);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     deferred_settle(v); /* a shrink sees only the program's blocks */
     vmem_status_t st = bfc_set_limit(&v->host, bytes);
     /* Host memory mapped in place (vmm, sim-vmm): what is free goes now, the
@@ -1038,7 +1038,7 @@ vmem_status_t vmem_set_host_limit(vmem_t *v, size_t bytes)
         bfc_release_host(&v->dev);
     if (st == VMEM_OK && v->host.held + v->dev.held_host > bytes)
         st = VMEM_PENDING;
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     return st;
 }
 
@@ -1046,9 +1046,9 @@ vmem_status_t vmem_set_host_fallback(vmem_t *v, int enabled)
 {
     if (!v)
         return VMEM_INVALID_ARG(v);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     v->host_fallback = enabled != 0;
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     return VMEM_OK;
 }
 
@@ -1056,11 +1056,11 @@ vmem_status_t vmem_trim(vmem_t *v, size_t *released)
 {
     if (!v)
         return VMEM_INVALID_ARG(v);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     deferred_settle(v);
     size_t n = bfc_release(&v->dev, 0) + bfc_release(&v->host, 0) + bfc_release_host(&v->dev) +
                tags_trim(v);
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (released)
         *released = n;
     return VMEM_OK;
@@ -1097,9 +1097,9 @@ static vmem_status_t boundary_moves(vmem_t *v, bfc_moves_t *moves)
 void vmem_boundary_rebalance(vmem_t *v)
 {
     bfc_moves_t moves;
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     vmem_status_t st = boundary_moves(v, &moves);
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (moves.to_host || moves.to_device || st < 0)
         vmem_log(v, st >= 0 ? VMEM_LOG_INFO : VMEM_LOG_WARN,
                  "suspended: %zu bytes moved to host, %zu back to device%s%s", moves.to_host,
@@ -1112,10 +1112,10 @@ vmem_status_t vmem_step_naive(vmem_t *v)
 {
     if (!v)
         return VMEM_INVALID_ARG(v);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     int left = place_leave_step(&v->place);
     unsigned long long step = v->steps;
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (left) /* logged outside the lock, as vmem_alloc logs */
         vmem_log(v, VMEM_LOG_DEBUG, "placement: the rest of step %llu is naive (vmem_step_naive)",
                  step);
@@ -1128,7 +1128,7 @@ vmem_status_t vmem_step_end(vmem_t *v)
         return VMEM_INVALID_ARG(v);
     control_apply_pending(v);
     double now = vmem_now();
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     bfc_moves_t moves;
     recorder_step(v->recorder);
     vmem_status_t mst = boundary_moves(v, &moves);
@@ -1150,7 +1150,7 @@ vmem_status_t vmem_step_end(vmem_t *v)
     v->stable_host = vmem_host_bytes(v);
     v->step_dev_min = v->step_dev_max = v->stable_dev;
     v->step_host_min = v->step_host_max = v->stable_host;
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (moves.to_host || moves.to_device || mst < 0)
         vmem_log(v, mst >= 0 ? VMEM_LOG_INFO : VMEM_LOG_WARN,
                  "step end: %zu bytes moved to host, %zu back to device%s%s", moves.to_host,
@@ -1160,9 +1160,9 @@ vmem_status_t vmem_step_end(vmem_t *v)
         st = stats_write_file(v, v->stats_file);
     if (control_pace(v, dur) != 0)
         return VMEM_ERR_BUSY; /* vmem_destroy ended a perf-0 suspension: v is gone */
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     v->step_start = vmem_now();
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     return st;
 }
 
@@ -1174,7 +1174,7 @@ vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
 {
     if (!v || !info)
         return VMEM_INVALID_ARG(v);
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     int arena;
     const bfc_chunk_t *c = live_chunk(v, ptr, &arena);
     vmem_location_t loc = arena ? VMEM_LOC_HOST : VMEM_LOC_DEVICE;
@@ -1191,7 +1191,7 @@ vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t *info)
         info->size = c->size;
         info->base = (void *)c->addr;
     }
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     return c ? VMEM_OK : VMEM_ERR_FOREIGN_PTR;
 }
 
@@ -1200,7 +1200,7 @@ vmem_status_t vmem_check(vmem_t *v)
     if (!v)
         return VMEM_INVALID_ARG(v);
     char why[256];
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     vmem_status_t st = bfc_check(&v->dev, why, sizeof why);
     const char *which = "device";
     if (st == VMEM_OK) {
@@ -1216,7 +1216,7 @@ vmem_status_t vmem_check(vmem_t *v)
         which = "device";
         st = VMEM_ERR_INVALID;
     }
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     if (st != VMEM_OK)
         vmem_log(v, VMEM_LOG_ERROR, "vmem_check: %s arena: %s", which, why);
     return st;
@@ -1230,9 +1230,9 @@ vmem_status_t vmem_inject_faults(vmem_t *v, vmem_arena_kind_t arena, uint64_t nt
     backend_t *b = arena == VMEM_ARENA_DEVICE ? v->dev_backend : v->host_backend;
     if (!(b->flags & BACKEND_F_SIMULATED))
         return VMEM_ERR_UNSUPPORTED;
-    pthread_mutex_lock(&v->lock);
+    vmem_lock(&v->lock);
     backend_set_faults(b, nth, rate, seed);
-    pthread_mutex_unlock(&v->lock);
+    vmem_unlock(&v->lock);
     return VMEM_OK;
 }
 

@@ -10,6 +10,7 @@
 #include "bfc.h"
 #include "deferred.h"
 #include "layout.h"
+#include "lock.h"
 #include "placement.h"
 #include "vmem.h"
 
@@ -28,7 +29,7 @@ struct tags;    /* tags.c */
  *  - step_*_min <= current in-use <= step_*_max since the last step end.
  */
 struct vmem {
-    pthread_mutex_t lock;
+    vmem_lock_t lock;           /* lock.h */
     vmem_config_t cfg;          /* copy; strings below are owned copies */
     char *control_file;
     char *stats_file;

@@ -794,9 +794,9 @@ static void check_auto_counted(int fast_rule, int outlier, unsigned *started)
     job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
     unsetenv("VMEM_VMM_BIG_MIB");
     cr_assert_eq(j.v->place.auto_rule, 0, "simulated device: fewest bytes, no trials");
-    pthread_mutex_lock(&j.v->lock);
+    vmem_lock(&j.v->lock);
     place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
-    pthread_mutex_unlock(&j.v->lock);
+    vmem_unlock(&j.v->lock);
     unsigned seen = 0;
     int prev = -1, nth = 0; /* steps in a row under the rule in force */
     for (int r = 0; r < PLACE_NRULES; r++)
@@ -812,14 +812,14 @@ static void check_auto_counted(int fast_rule, int outlier, unsigned *started)
             late += 10.0;
         else if (outlier && !j.v->place.decided && nth == 2)
             late += 2.0;
-        pthread_mutex_lock(&j.v->lock);
+        vmem_lock(&j.v->lock);
         j.v->step_start -= late;
-        pthread_mutex_unlock(&j.v->lock);
+        vmem_unlock(&j.v->lock);
         /* A margin learned from this rule's fallbacks (a swap trial's)
          * is not carried to the next rule. */
-        pthread_mutex_lock(&j.v->lock);
+        vmem_lock(&j.v->lock);
         j.v->place.extra = 8 * MiB;
-        pthread_mutex_unlock(&j.v->lock);
+        vmem_unlock(&j.v->lock);
         int before = j.v->place.rule;
         job_step(&j, j.act);
         if (j.v->place.rule != before)
@@ -856,9 +856,9 @@ Test(placement, rule_chosen_by_the_mean_of_its_counted_steps)
     setenv("VMEM_VMM_BIG_MIB", "4", 1);
     job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
     unsetenv("VMEM_VMM_BIG_MIB");
-    pthread_mutex_lock(&j.v->lock);
+    vmem_lock(&j.v->lock);
     place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
-    pthread_mutex_unlock(&j.v->lock);
+    vmem_unlock(&j.v->lock);
     int prev = -1, nth = 0;
     for (int s = 0; s < 14 && !j.v->place.decided; s++) {
         int r = j.v->place.rule;
@@ -866,9 +866,9 @@ Test(placement, rule_chosen_by_the_mean_of_its_counted_steps)
         prev = r;
         double late = r == PLACE_RULE_LARGEST ? 12.0 : r == PLACE_RULE_SWAP ? 20.0
                       : nth % 2 ? 16.0 : 10.0; /* farthest: counted steps 10 s, 16 s */
-        pthread_mutex_lock(&j.v->lock);
+        vmem_lock(&j.v->lock);
         j.v->step_start -= late;
-        pthread_mutex_unlock(&j.v->lock);
+        vmem_unlock(&j.v->lock);
         job_step(&j, j.act);
     }
     cr_assert(j.v->place.decided, "the trials ended");
@@ -886,18 +886,18 @@ Test(placement, swap_whose_first_plan_swaps_nothing_is_not_timed)
 {
     job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
     job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
-    pthread_mutex_lock(&j.v->lock);
+    vmem_lock(&j.v->lock);
     place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
-    pthread_mutex_unlock(&j.v->lock);
+    vmem_unlock(&j.v->lock);
     cr_assert(j.v->place.auto_rules & (1u << PLACE_RULE_SWAP), "swap takes part (sim-vmm)");
     unsigned started[PLACE_NRULES] = {0};
     int s = 0;
     for (; s < 14 && !j.v->place.decided; s++) {
         started[j.v->place.rule]++;
         /* 10 s a step, far above its real time: no rule is abandoned */
-        pthread_mutex_lock(&j.v->lock);
+        vmem_lock(&j.v->lock);
         j.v->step_start -= 10.0;
-        pthread_mutex_unlock(&j.v->lock);
+        vmem_unlock(&j.v->lock);
         job_step(&j, j.act);
     }
     cr_assert(j.v->place.decided, "the trials ended");
