@@ -10,6 +10,22 @@
 
 static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+/* Digits with at most one '.', nothing else (no blanks, signs, exponents or
+ * hexadecimal, which strtod and strtoull would take). */
+static int plain_decimal(const char *s)
+{
+    int dots = 0, digits = 0;
+    for (; *s; s++) {
+        if (*s >= '0' && *s <= '9')
+            digits++;
+        else if (*s == '.' && !dots)
+            dots++;
+        else
+            return 0;
+    }
+    return digits > 0;
+}
+
 vmem_status_t growth_policy_from_env(growth_policy_t *p, int contiguous)
 {
     growth_policy_t q = {.tight = 1, .share = 1, .trim = !contiguous, .trim_slack = GROWTH_TRIM_DEFAULT,
@@ -30,10 +46,10 @@ vmem_status_t growth_policy_from_env(growth_policy_t *p, int contiguous)
     if (t) {
         char *end = NULL;
         errno = 0;
-        double pct = strtod(t, &end);
+        double pct = plain_decimal(t) ? strtod(t, &end) : -1;
         if (strcmp(t, "off") == 0)
             q.trim = 0;
-        else if (end != t && *end == '\0' && errno == 0 && pct >= 0 && pct <= 1000)
+        else if (end != t && end && *end == '\0' && errno == 0 && pct >= 0 && pct <= 1000)
             q.trim_slack = pct / 100.0, q.trim = 1;
         else {
             vmem_log(NULL, VMEM_LOG_ERROR,
@@ -58,7 +74,7 @@ vmem_status_t growth_policy_from_env(growth_policy_t *p, int contiguous)
         char *end = NULL;
         errno = 0;
         unsigned long long n = strtoull(age, &end, 10);
-        if (end == age || *end != '\0' || errno != 0 || *age == '-') {
+        if (!plain_decimal(age) || strchr(age, '.') || end == age || *end != '\0' || errno != 0) {
             vmem_log(NULL, VMEM_LOG_ERROR,
                      "invalid VMEM_TRIM_AGE=\"%s\" (expected a count of allocations)", age);
             return VMEM_ERR_ENV;

@@ -132,7 +132,12 @@ Test(growth, environment)
     cr_assert(!p.trim);
     /* bad values: an error, p untouched */
     const char *bad[][2] = {{"VMEM_GROWTH", "double"}, {"VMEM_TRIM", "-1"}, {"VMEM_TRIM", "2%"},
-                            {"VMEM_TRIM", ""}, {"VMEM_TRIM_AGE", "-3"}, {"VMEM_TRIM_AGE", "x"}};
+                            {"VMEM_TRIM", ""}, {"VMEM_TRIM_AGE", "-3"}, {"VMEM_TRIM_AGE", "x"},
+                            /* strtoull skips blanks before a sign (" -5" was 2^64 - 5);
+                             * strtod reads hexadecimal, exponents, infinities */
+                            {"VMEM_TRIM_AGE", " -5"}, {"VMEM_TRIM_AGE", " 5"},
+                            {"VMEM_TRIM_AGE", "+5"}, {"VMEM_TRIM", "0x10"}, {"VMEM_TRIM", " 2"},
+                            {"VMEM_TRIM", "1e1"}, {"VMEM_TRIM", "."}, {"VMEM_TRIM", "1.2.3"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         unsetenv("VMEM_GROWTH");
         unsetenv("VMEM_TRIM");
