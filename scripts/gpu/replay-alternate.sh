@@ -21,7 +21,8 @@
 # processes (issue 11: at most 0.2x).  "torch+vmm" and "torch+cuda" run
 # both in one process (torch-replay --vmem, passes alternating): each such
 # process gives a ratio read under one speed mode, printed per trace as the
-# median, lowest and highest over the processes.  PIN=CPU runs every process under
+# median, lowest and highest over the processes (TORCH_REUSE=1: a torch-replay
+# built by an earlier run is used as it is).  PIN=CPU runs every process under
 # `taskset -c CPU`.  Writes $OUT/replay-alternate.jsonl (one line per
 # process, with the setting) and prints, per trace, backend and value: the
 # median of the processes' medians, the median and the lowest of their
@@ -45,7 +46,9 @@ case " $BACKENDS " in
 *" torch"*)
     # shellcheck source=bench/torch-replay-build.sh
     . bench/torch-replay-build.sh
-    build_torch >"$OUT/build-torch.log" 2>&1 || { echo "replay-alternate: torch-replay did not build ($OUT/build-torch.log)"; exit 2; }
+    if [ -z "${TORCH_REUSE:-}" ] || [ ! -x "$TORCH_BIN" ]; then
+        build_torch >"$OUT/build-torch.log" 2>&1 || { echo "replay-alternate: torch-replay did not build ($OUT/build-torch.log)"; exit 2; }
+    fi
     ;;
 esac
 : >"$J"
