@@ -388,19 +388,25 @@ static void map_put_nogrow(bfc_map_t *m, uintptr_t key, bfc_chunk_t *val)
     m->count++;
 }
 
+/* Doubles the map (out of line: the common insert stays a leaf). */
+static __attribute__((noinline, cold)) int map_grow(bfc_map_t *m)
+{
+    bfc_map_t n;
+    if (map_init(&n, m->cap * 2) != 0)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->keys[i])
+            map_put_nogrow(&n, m->keys[i], m->vals[i]);
+    free(m->keys);
+    free(m->vals);
+    *m = n;
+    return 0;
+}
+
 static int map_put(bfc_map_t *m, uintptr_t key, bfc_chunk_t *val)
 {
-    if ((m->count + 1) * 2 > m->cap) {
-        bfc_map_t n;
-        if (map_init(&n, m->cap * 2) != 0)
-            return -1;
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i])
-                map_put_nogrow(&n, m->keys[i], m->vals[i]);
-        free(m->keys);
-        free(m->vals);
-        *m = n;
-    }
+    if ((m->count + 1) * 2 > m->cap && map_grow(m) != 0)
+        return -1;
     map_put_nogrow(m, key, val);
     return 0;
 }
@@ -1538,6 +1544,28 @@ void *bfc_alloc_at(bfc_arena_t *a, size_t size, uintptr_t stream, uintptr_t addr
     return (void *)c->addr;
 }
 
+/* What a free does beyond returning the chunk while the arena holds host
+ * memory or a shrink is pending (out of line: bfc_free's common path stays
+ * short). */
+static __attribute__((noinline)) void free_settle(bfc_arena_t *a, bfc_chunk_t *c)
+{
+    if (a->held_host) {
+        c = chunk_settle_host(a, c);
+        if (a->held_host > a->host_limit) {
+            arena_release_host(a);
+            c = NULL;
+        }
+    }
+    if (a->pending) {
+        if (c && c->region->live == 0)
+            region_release(a, c->region);
+        if (a->held > a->limit)
+            bfc_release(a, a->limit);
+        if (a->held <= a->limit)
+            a->pending = 0;
+    }
+}
+
 vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t stream, size_t *size)
 {
     bfc_chunk_t *c = map_del(&a->live, (uintptr_t)p);
@@ -1560,21 +1588,8 @@ vmem_status_t bfc_free(bfc_arena_t *a, void *p, uintptr_t stream, size_t *size)
     c->region->live--;
     c = chunk_coalesce(a, c);
     bin_insert(a, c);
-    if (a->held_host) {
-        c = chunk_settle_host(a, c);
-        if (a->held_host > a->host_limit) {
-            arena_release_host(a);
-            c = NULL;
-        }
-    }
-    if (a->pending) {
-        if (c && c->region->live == 0)
-            region_release(a, c->region);
-        if (a->held > a->limit)
-            bfc_release(a, a->limit);
-        if (a->held <= a->limit)
-            a->pending = 0;
-    }
+    if (a->held_host || a->pending)
+        free_settle(a, c);
     return VMEM_OK;
 }
 

@@ -858,27 +858,35 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, void *stream,
     return NULL;
 }
 
+/* vmem_alloc_stream of a size that is zero or too large to round (out of
+ * line: the common path keeps fewer registers). */
+static __attribute__((noinline, cold)) void *alloc_bad_size(vmem_t *v, size_t size)
+{
+    pending_event_t pe;
+    pe.fn = NULL;
+    tls_status = VMEM_ERR_SIZE;
+    vmem_lock(&v->lock);
+    v->failures++;
+    event_prepare(v, &pe, VMEM_EVENT_ALLOC_FAILED);
+    pe.ev.size = size;
+    pe.ev.status = VMEM_ERR_SIZE;
+    vmem_unlock(&v->lock);
+    vmem_log(v, VMEM_LOG_ERROR, "vmem_alloc: invalid size %zu", size);
+    event_fire(&pe);
+    return NULL;
+}
+
 void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
 {
     if (!v) {
         tls_status = VMEM_INVALID_ARG(v);
         return NULL;
     }
+    if (bfc_round(size) == 0) /* zero, or too large to round */
+        return alloc_bad_size(v, size);
     vmem_status_t st;
     pending_event_t pe;
     pe.fn = NULL; /* event_prepare fills the rest when there is an event */
-    if (bfc_round(size) == 0) { /* zero, or too large to round */
-        tls_status = VMEM_ERR_SIZE;
-        vmem_lock(&v->lock);
-        v->failures++;
-        event_prepare(v, &pe, VMEM_EVENT_ALLOC_FAILED);
-        pe.ev.size = size;
-        pe.ev.status = VMEM_ERR_SIZE;
-        vmem_unlock(&v->lock);
-        vmem_log(v, VMEM_LOG_ERROR, "vmem_alloc: invalid size %zu", size);
-        event_fire(&pe);
-        return NULL;
-    }
     unsigned tag = tags_current(v); /* vmem_set_tag: the tag's own arena */
     if (tag)
         return tags_alloc(v, size, stream, tag);
