@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Thirty-third session, call 3: the futex instance lock (c692587) against the library before it,
+# Thirty-third session, call 3 (and call 6, run again with the code of the later commit that moves
+# cold paths out of line): the futex instance lock (c692587) against the library before it,
 # read as issue 11's replay target is: libvmem's ns/op over PyTorch's caching allocator in one
 # process (torch-replay --vmem), vmm and cuda backends, every carried trace. The two libraries
 # take turns, one process each per trace and backend, four rounds.
