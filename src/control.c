@@ -396,7 +396,8 @@ static void state_bad(struct control *c, enum file_state st, uint64_t h, const c
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Reads at most MAX_FILE bytes of fd into a NUL-terminated buffer. */
+/* Reads at most MAX_FILE bytes of fd into a NUL-terminated buffer; a file
+ * of exactly MAX_FILE bytes is read, one byte more sets *too_big. */
 static char *fd_slurp(int fd, size_t *len, int *too_big)
 {
     size_t cap = 4096, n = 0;
@@ -405,7 +406,17 @@ static char *fd_slurp(int fd, size_t *len, int *too_big)
     while (buf) {
         if (n == cap) {
             if (cap >= MAX_FILE) {
-                *too_big = 1;
+                char extra;
+                ssize_t r = read(fd, &extra, 1); /* at the end already? */
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r == 0) {
+                    buf[n] = '\0';
+                    *len = n;
+                    return buf;
+                }
+                if (r > 0)
+                    *too_big = 1;
                 break;
             }
             char *nb = realloc(buf, cap * 2 + 1);

@@ -280,3 +280,39 @@ Test(control_malformed, the_error_state_is_never_seen_without_its_count, .timeou
     free(ctl);
     dir_remove(dir);
 }
+
+/* The limit is on the file's size: exactly 1 MiB (1048576 bytes) is read,
+ * one byte more is refused with "larger than 1048576 bytes". */
+static void case_size_limit(int poll)
+{
+    fixture_t f;
+    fixture_open(&f, poll);
+    size_t n = (size_t)1 << 20;
+    char *text = malloc(n + 2);
+    cr_assert_not_null(text);
+    const char *json = "{\"limit\": \"256M\"}";
+    memset(text, ' ', n + 1);
+    memcpy(text, json, strlen(json));
+    text[n] = '\0';
+    file_put_atomic(f.ctl, text); /* exactly 1048576 bytes */
+    cr_assert(wait_file_limit(f.v, 256 * MiB), "a file of exactly 1048576 bytes was refused: %s",
+              f.lc.last_error);
+    cr_assert_eq(atomic_load(&f.lc.errors), 0, "%s", f.lc.last_error);
+    cr_assert_eq(vmem_step_end(f.v), VMEM_OK);
+    cr_assert_eq(limit_of(f.v), 256 * MiB);
+    text[n] = ' ';
+    text[n + 1] = '\0';
+    memcpy(text, "{\"limit\": \"128M\"}", strlen(json));
+    file_put_atomic(f.ctl, text); /* 1048577 bytes */
+    cr_assert(WAIT_FOR(status_of(f.v).errors == 1), "a file of 1048577 bytes was not refused");
+    cr_assert(strstr(f.lc.last_error, "larger than 1048576 bytes") != NULL, "%s",
+              f.lc.last_error);
+    cr_assert_eq(vmem_step_end(f.v), VMEM_OK);
+    cr_assert_eq(limit_of(f.v), 256 * MiB, "the refused file was applied");
+    free(text);
+    file_put_atomic(f.ctl, "{\"limit\": \"64M\"}");
+    expect_recovery(&f, 64 * MiB);
+    fixture_close(&f);
+}
+Test(control_malformed, size_limit_inotify, .timeout = 30) { case_size_limit(0); }
+Test(control_malformed, size_limit_polling, .timeout = 30) { case_size_limit(1); }
