@@ -54,8 +54,8 @@ static void usage(FILE *f, int full)
             "  stats       print a statistics file (VMEM_STATS_FILE) as a table; --json: raw;\n"
             "              --prometheus [--job NAME] [--device LABEL] [--output FILE.prom]\n"
             "              STATS_FILE...: Prometheus text format (docs/kubernetes.md)\n"
-            "  watch       print the table again every second (--interval); --count N stops\n"
-            "              after N refreshes\n"
+            "  watch       print the table again every second (--interval SECONDS, 0.01 to\n"
+            "              3600); --count N stops after N refreshes\n"
             "  --version   print vmemctl's and the loaded libvmem's version\n"
             "\n"
             "exit status: 0 success, 1 a file could not be read, parsed or written,\n"
@@ -638,8 +638,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--interval") && i + 1 < argc && !strcmp(cmd, "watch")) {
             char *end;
             interval = strtod(argv[++i], &end);
-            if (*end || end == argv[i] || !(interval > 0 && interval <= 3600))
-                return usage_error("invalid --interval \"%s\" (seconds)", argv[i]);
+            if (*end || end == argv[i] || !(interval >= 0.01 && interval <= 3600))
+                return usage_error("invalid --interval \"%s\" (seconds, from 0.01 to 3600)",
+                                   argv[i]);
         } else if (a[0] == '-' && a[1] == '-') {
             return usage_error("unknown option \"%s\"", a);
         } else if (npos < 4) {

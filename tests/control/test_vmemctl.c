@@ -178,6 +178,31 @@ Test(control_vmemctl, bad_arguments_exit_2_with_usage, .timeout = 30)
     dir_remove(dir);
 }
 
+/* An interval that rounds to no sleep at all would spin a CPU: below 0.01 s
+ * is a bad argument, as "soon" is. */
+Test(control_vmemctl, watch_interval_below_the_minimum_is_refused, .timeout = 30)
+{
+    const char *v = exe("VMEMCTL_EXE");
+    char *dir = dir_make();
+    char *file = path_join(dir, "stats.json"); /* never created */
+    static const char *const bad[] = {"1e-10", "0.001", "0.0099", "1e-300"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_t r;
+        run(&r, (const char *const[]){v, "watch", "--count", "2", "--interval", bad[i], file,
+                                      NULL});
+        cr_expect_eq(r.status, 2, "--interval %s: exit %d", bad[i], r.status);
+        cr_expect(strstr(r.err, "invalid --interval") != NULL, "--interval %s: %s", bad[i], r.err);
+        cr_expect(strstr(r.err, "0.01") != NULL, "--interval %s: minimum not named: %s", bad[i],
+                  r.err);
+        cr_expect(strstr(r.err, "usage:") != NULL, "--interval %s: no usage: %s", bad[i], r.err);
+    }
+    run_t r; /* the minimum itself is accepted */
+    run(&r, (const char *const[]){v, "watch", "--count", "2", "--interval", "0.01", file, NULL});
+    cr_assert_eq(r.status, 0, "--interval 0.01: exit %d: %s", r.status, r.err);
+    free(file);
+    dir_remove(dir);
+}
+
 Test(control_vmemctl, stats_and_watch_show_the_file, .timeout = 30)
 {
     char *dir = dir_make();
