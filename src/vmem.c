@@ -102,10 +102,10 @@ static void place_debug(void *ctx, const place_t *pl)
 }
 
 /* Variable `name` (value e) as a count of events, dflt when unset; -1 if
- * invalid. */
+ * invalid (an empty value too, as for the other variables). */
 static long env_events(const char *name, const char *e, long dflt)
 {
-    if (!e || !*e)
+    if (!e)
         return dflt;
     uint64_t n;
     if (options_parse_u64(e, &n) != 0 || n > 1000000) {

@@ -754,6 +754,14 @@ Test(placement, environment_and_config)
         cr_assert_eq(vmem_create(&c2, &w), VMEM_ERR_ENV);
         setenv("VMEM_SWAP_TAIL", "-3", 1);
         cr_assert_eq(vmem_create(&c2, &w), VMEM_ERR_ENV);
+        /* empty is invalid, as for the other VMEM_* variables (it was
+         * taken as unset) */
+        setenv("VMEM_SWAP_TAIL", "", 1);
+        cr_assert_eq(vmem_create(&c2, &w), VMEM_ERR_ENV, "empty VMEM_SWAP_TAIL was accepted");
+        unsetenv("VMEM_SWAP_TAIL");
+        setenv("VMEM_SWAP_HEAD", "", 1);
+        cr_assert_eq(vmem_create(&c2, &w), VMEM_ERR_ENV, "empty VMEM_SWAP_HEAD was accepted");
+        unsetenv("VMEM_SWAP_HEAD");
         setenv("VMEM_SWAP_TAIL", "12", 1);
         cr_assert_eq(vmem_create(&c2, &w), VMEM_OK);
         cr_assert_eq(w->place.swap_tail, 12);
