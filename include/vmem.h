@@ -567,7 +567,11 @@ VMEM_API vmem_status_t vmem_inject_faults(vmem_t *v, vmem_arena_kind_t arena,
  * (they wait for the instance's lock while a pause or resume runs).
  */
 
-#define VMEM_MAX_TAGS 64      /* tags other than 0 in use at once per instance */
+/* Distinct tags other than 0 an instance can ever use, not at once: a tag
+ * takes a slot the first time it is allocated in or paused and keeps it for
+ * the instance's life (freeing all its blocks does not give it back), so
+ * allocating in or pausing a 65th distinct tag fails with VMEM_ERR_INVALID. */
+#define VMEM_MAX_TAGS 64
 #define VMEM_PAUSE_KEEP 1u    /* copy the tag's blocks to host memory */
 #define VMEM_PAUSE_DISCARD 2u /* drop the contents: memory given back at once */
 #define VMEM_RESUME_SPILL 1u  /* resume beyond the limit: what does not fit lies
