@@ -218,6 +218,39 @@ Test(limit, start_cap_and_force)
     vmem_destroy(v);
 }
 
+/* Under a limit forced to SIZE_MAX, a request within one granule (2 MiB) of
+ * SIZE_MAX: rounding it to whole granules wrapped to 0, and the retry gave
+ * back every free byte for a request that no give-back can fit. */
+static void check_huge_request_keeps_free_memory(vmem_backend_kind_t kind)
+{
+    vmem_config_t cfg = sim_config(kind, 64 * MiB, 64 * MiB, 256 * MiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    void *p[4];
+    fill(v, p, 4, 4 * MiB);
+    drain(v, p, 4, 4 * MiB);
+    cr_assert_eq(vmem_set_limit_ex(v, SIZE_MAX, VMEM_LIMIT_FORCE, NULL), VMEM_OK);
+    vmem_stats_t s = stats_of(v);
+    cr_assert_geq(s.device_held, 16 * MiB, "setup: freed blocks stay cached (%zu)", s.device_held);
+    static const size_t sizes[] = {SIZE_MAX - MiB, SIZE_MAX - 2 * MiB + 257, SIZE_MAX - 4096};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        cr_assert_null(vmem_alloc(v, sizes[i]), "vmem_alloc(%zu) succeeded", sizes[i]);
+        vmem_stats_t t = stats_of(v);
+        cr_assert_eq(t.device_held, s.device_held,
+                     "%s: vmem_alloc(%zu) gave back free memory: held %zu -> %zu",
+                     kind == VMEM_BACKEND_SIM ? "sim" : "sim-vmm", sizes[i], s.device_held,
+                     t.device_held);
+        cr_assert_eq(t.device_region_frees, s.device_region_frees);
+        CHECK_VMEM(v, "vmem_alloc(%zu)", sizes[i]);
+    }
+    vmem_destroy(v);
+}
+
+Test(limit, huge_request_under_forced_huge_limit_keeps_free_memory)
+{
+    check_huge_request_keeps_free_memory(VMEM_BACKEND_SIM);
+    check_huge_request_keeps_free_memory(VMEM_BACKEND_SIM_VMM);
+}
+
 Test(limit, default_start_cap_is_initial_limit)
 {
     vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, 16 * MiB, 0, 64 * MiB, NULL);
