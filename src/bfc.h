@@ -219,6 +219,17 @@ static inline size_t bfc_round(size_t size)
     return (size + BFC_ALIGN - 1) & ~(size_t)(BFC_ALIGN - 1);
 }
 
+/* 1 if a request of size bytes could lie in arena a under its limit at all:
+ * regions hold whole granules, so no chunk is larger than the limit rounded
+ * down to them (with a limit that is no multiple of the granule, a request
+ * within the limit can still be above that).  Neither a give-back nor a
+ * remap can then make room: callers skip them. */
+static inline int bfc_within_limit(const bfc_arena_t *a, size_t size)
+{
+    size_t rs = bfc_round(size), g = a->granule ? a->granule : 1;
+    return rs != 0 && rs <= a->limit / g * g;
+}
+
 vmem_status_t bfc_init(bfc_arena_t *a, backend_t *b, const bfc_params_t *p, size_t limit);
 /* Gives every region back and frees all metadata.  Returns the number of
  * blocks that were still live. */

@@ -244,7 +244,7 @@ static void *tag_alloc_locked(vmem_t *v, tag_arena_t *t, size_t size, uintptr_t 
     void *p = bfc_alloc(a, size, key);
     /* Nothing is given back for a request larger than the shared limit
      * (device_alloc in vmem.c): it cannot fit. */
-    if (!p && a->last_fail != BFC_FAIL_SIZE && bfc_round(size) <= a->limit) {
+    if (!p && a->last_fail != BFC_FAIL_SIZE && bfc_within_limit(a, size)) {
         if (v->multi_stream && vmem_streams_settle(v))
             p = bfc_alloc(a, size, key);
         if (!p && tags_release_all(v, a) > 0)

@@ -710,7 +710,7 @@ static size_t release_target(const vmem_t *v, size_t size)
         return SIZE_MAX;
     size_t need = (rs + g - 1) / g * g;
     if (need == 0 || need > v->dev.limit)
-        return 0;
+        return SIZE_MAX; /* no room can be made (device_alloc does not ask) */
     return v->dev.limit - need;
 }
 
@@ -755,9 +755,9 @@ static void *host_alloc(vmem_t *v, size_t size, uintptr_t key, void *stream, int
 static void *device_alloc(vmem_t *v, size_t size, uintptr_t key, void *stream)
 {
     void *p = bfc_alloc(&v->dev, size, key);
-    /* A request larger than the limit cannot fit whatever is settled, given
-     * back or moved: nothing is (it goes to host as it is). */
-    if (!p && v->dev.last_fail != BFC_FAIL_SIZE && bfc_round(size) <= v->dev.limit) {
+    /* A request larger than the limit (in whole granules) cannot fit whatever
+     * is settled, given back or moved: nothing is (it goes to host as it is). */
+    if (!p && v->dev.last_fail != BFC_FAIL_SIZE && bfc_within_limit(&v->dev, size)) {
         if (v->multi_stream && streams_settle(v))
             p = bfc_alloc(&v->dev, size, key);
         /* Freed blocks that other streams' work still reads (deferred.h):

@@ -157,6 +157,41 @@ Test(fallback, larger_than_limit_keeps_free_memory_sim_vmm)
     case_larger_than_limit_keeps_free_memory(VMEM_BACKEND_SIM_VMM);
 }
 
+/* A request within the limit whose size in whole granules is not (the limit
+ * is no multiple of the 2 MiB granule) cannot be grown for either: giving
+ * back the free memory first only loses it. */
+static void case_granules_above_limit_keep_free_memory(vmem_backend_kind_t kind)
+{
+    vmem_config_t cfg = sim_config(kind, 64 * MiB + 1024, 64 * MiB, 1 * GiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    void *a = alloc_checked(v, 8 * MiB), *b = alloc_checked(v, 8 * MiB),
+         *c = alloc_checked(v, 30 * MiB);
+    cr_assert(a && b && c);
+    free_checked(v, a, 8 * MiB);
+    free_checked(v, c, 30 * MiB);
+    vmem_stats_t before = stats_of(v);
+    cr_assert_gt(before.device_held, before.device_in_use, "setup: free memory held");
+    void *h = alloc_checked(v, 64 * MiB + 512);
+    cr_assert_not_null(h);
+    cr_assert_eq(location_of(v, h), VMEM_LOC_HOST);
+    vmem_stats_t after = stats_of(v);
+    cr_assert_eq(after.device_held, before.device_held,
+                 "device memory given back for a request no growth can serve (%zu -> %zu)",
+                 before.device_held, after.device_held);
+    cr_assert_eq(after.device_region_frees, before.device_region_frees);
+    free_checked(v, h, 64 * MiB + 512);
+    free_checked(v, b, 8 * MiB);
+    vmem_destroy(v);
+}
+Test(fallback, granules_above_limit_keep_free_memory_sim)
+{
+    case_granules_above_limit_keep_free_memory(VMEM_BACKEND_SIM);
+}
+Test(fallback, granules_above_limit_keep_free_memory_sim_vmm)
+{
+    case_granules_above_limit_keep_free_memory(VMEM_BACKEND_SIM_VMM);
+}
+
 Test(fallback, host_limit_reached_returns_nomem)
 {
     log_capture_t cap = LOG_CAPTURE_INIT;
