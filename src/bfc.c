@@ -163,8 +163,10 @@ static inline void bin_link(bfc_arena_t *a, unsigned b, bfc_chunk_t *c, bfc_chun
         prev->fnext = c;
     else
         a->bins[b] = c;
-    a->bitmap[b >> 6] |= 1ull << (b & 63);
-    a->top |= 1ull << (b >> 6);
+    if (!prev && !next) { /* the bin was empty: its bits were clear */
+        a->bitmap[b >> 6] |= 1ull << (b & 63);
+        a->top |= 1ull << (b >> 6);
+    }
     a->nchunks_free++;
 }
 
