@@ -697,21 +697,14 @@ size_t vmem_host_room(const vmem_t *v) { return host_room(v); }
  * that failed: under the limit, just enough room for it (with vmm, free
  * granules anywhere in the range; giving back all of them would only make
  * the next allocations map them again); when the device itself refused,
- * everything free.  SIZE_MAX: nothing (a request within a granule of
- * SIZE_MAX has no size in whole granules, so no limit and no give-back fits
- * it; the rounding saturates instead of wrapping to 0, which gave back
- * everything). */
+ * everything free.  Asked only for a request bfc_within_limit: its size in
+ * whole granules is within the limit, so the rounding cannot wrap (a request
+ * within a granule of SIZE_MAX once wrapped it to 0 and gave everything
+ * back) and no room it needs is above the limit. */
 static size_t release_target(const vmem_t *v, size_t size)
 {
-    size_t g = v->dev.granule, rs = bfc_round(size);
-    if (v->dev.last_fail != BFC_FAIL_LIMIT)
-        return 0;
-    if (rs > SIZE_MAX - (g - 1))
-        return SIZE_MAX;
-    size_t need = (rs + g - 1) / g * g;
-    if (need == 0 || need > v->dev.limit)
-        return SIZE_MAX; /* no room can be made (device_alloc does not ask) */
-    return v->dev.limit - need;
+    size_t g = v->dev.granule, need = (bfc_round(size) + g - 1) / g * g;
+    return v->dev.last_fail == BFC_FAIL_LIMIT ? v->dev.limit - need : 0;
 }
 
 /* Bytes of a live block that lie on device memory (placement planner). */
@@ -772,11 +765,8 @@ static void *device_alloc(vmem_t *v, size_t size, uintptr_t key, void *stream)
         if (!p && v->remap && !v->multi_stream && v->dev.last_fail == BFC_FAIL_LIMIT &&
             bfc_remap(&v->dev, size, key))
             p = bfc_alloc(&v->dev, size, key);
-        if (!p && !v->dev.pending) {
-            size_t target = release_target(v, size); /* SIZE_MAX: nothing */
-            if (target != SIZE_MAX && bfc_release(&v->dev, target) > 0)
-                p = bfc_alloc(&v->dev, size, key);
-        }
+        if (!p && !v->dev.pending && bfc_release(&v->dev, release_target(v, size)) > 0)
+            p = bfc_alloc(&v->dev, size, key);
         /* The device backend refused (the device is full: the limit may be
          * above what it has; vmm, sim-vmm: free host memory kept for spills
          * holds address space of the range): give back every empty region

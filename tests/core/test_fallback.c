@@ -110,6 +110,20 @@ Test(fallback, empty_regions_released_before_spilling)
     vmem_destroy(v);
 }
 
+/* An instance holding 38 MiB of free device memory around a live 8 MiB
+ * block (returned: the caller frees it). */
+static void *hold_free_memory(vmem_t *v)
+{
+    void *a = alloc_checked(v, 8 * MiB), *b = alloc_checked(v, 8 * MiB),
+         *c = alloc_checked(v, 30 * MiB);
+    cr_assert(a && b && c);
+    free_checked(v, a, 8 * MiB);
+    free_checked(v, c, 30 * MiB);
+    vmem_stats_t s = stats_of(v);
+    cr_assert_gt(s.device_held, s.device_in_use, "setup: free memory held");
+    return b;
+}
+
 /* A request larger than the limit can never be served by the device, so
  * nothing is given back or moved for it: it goes to host, and the free
  * memory the arena holds stays for the blocks that fit (it was all given
@@ -119,13 +133,8 @@ static void case_larger_than_limit_keeps_free_memory(vmem_backend_kind_t kind)
 {
     vmem_config_t cfg = sim_config(kind, 64 * MiB, 64 * MiB, 1 * GiB, NULL);
     vmem_t *v = create_or_die(&cfg);
-    void *a = alloc_checked(v, 8 * MiB), *b = alloc_checked(v, 8 * MiB),
-         *c = alloc_checked(v, 30 * MiB);
-    cr_assert(a && b && c);
-    free_checked(v, a, 8 * MiB);
-    free_checked(v, c, 30 * MiB);
+    void *b = hold_free_memory(v);
     vmem_stats_t before = stats_of(v);
-    cr_assert_gt(before.device_held, before.device_in_use, "setup: free memory held");
     for (unsigned tag = 0; tag < 2; tag++) {
         void *h = vmem_alloc_tagged(v, 100 * MiB, tag);
         CHECK_VMEM(v, "vmem_alloc_tagged(100 MiB, tag %u)", tag);
@@ -164,13 +173,8 @@ static void case_granules_above_limit_keep_free_memory(vmem_backend_kind_t kind)
 {
     vmem_config_t cfg = sim_config(kind, 64 * MiB + 1024, 64 * MiB, 1 * GiB, NULL);
     vmem_t *v = create_or_die(&cfg);
-    void *a = alloc_checked(v, 8 * MiB), *b = alloc_checked(v, 8 * MiB),
-         *c = alloc_checked(v, 30 * MiB);
-    cr_assert(a && b && c);
-    free_checked(v, a, 8 * MiB);
-    free_checked(v, c, 30 * MiB);
+    void *b = hold_free_memory(v);
     vmem_stats_t before = stats_of(v);
-    cr_assert_gt(before.device_held, before.device_in_use, "setup: free memory held");
     void *h = alloc_checked(v, 64 * MiB + 512);
     cr_assert_not_null(h);
     cr_assert_eq(location_of(v, h), VMEM_LOC_HOST);
