@@ -25,13 +25,14 @@ import ctypes.util
 import glob
 import json
 import os
+import sys
 
 __all__ = [
     "VmemError", "library_path", "load", "install_torch", "install_cupy",
     "set_limit", "get_limit", "stats", "step_end", "step_naive", "trim", "parse_size",
     "install_step_hook", "remove_step_hook", "install_offload", "offload_stats",
     "strerror", "region", "pause", "resume", "tag_stats", "tag_id", "mempool", "version",
-    "record_stream", "copy_async",
+    "record_stream", "copy_async", "recompute", "recompute_stats",
 ]
 
 VMEM_OK = 0
@@ -477,6 +478,28 @@ def offload_stats():
     if _offload is None:
         return {"installed": False}
     return _offload.stats()
+
+
+def recompute(model, blocks=None, policy=None):
+    """While the limit is below what the last uncut step needed, recompute
+    the activations of model's repeated blocks in the backward pass
+    (torch.utils.checkpoint) instead of keeping them or moving them through
+    the host link (libvmem_recompute).  blocks: the modules to consider
+    (default: found in model); policy: "auto" (enough blocks to cover the
+    cut; default, or $VMEM_TORCH_RECOMPUTE_POLICY) or "all".  Returns the
+    libvmem_recompute.Recompute; its remove() unwraps the blocks.
+    docs/placement.md, "Recomputation"."""
+    import torch
+    import libvmem_recompute as rc
+    if policy is None:
+        policy = os.environ.get("VMEM_TORCH_RECOMPUTE_POLICY", "").strip().lower() or "auto"
+    return rc.install(sys.modules[__name__], torch, model, blocks=blocks, policy=policy)
+
+
+def recompute_stats():
+    """libvmem_recompute's counters ({"installed": False} without recompute())."""
+    import libvmem_recompute as rc
+    return rc.stats()
 
 
 def install_cupy(stream_aware=False):

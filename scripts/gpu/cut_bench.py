@@ -487,6 +487,15 @@ def worker(a):
     torch.backends.cudnn.deterministic = True
     model, opt, step_fn, amp = build(a.job, torch, a.batch)
     model = model.cuda().train()
+    rc = None
+    if os.environ.get("CUT_RECOMPUTE") and os.environ["CUT_RECOMPUTE"] != "0":
+        # CUT_RECOMPUTE=auto|all (1: auto): libvmem.recompute(model), the
+        # repeated blocks recomputed in the backward while cut
+        pol = os.environ["CUT_RECOMPUTE"]
+        rc = L.recompute(model, policy="auto" if pol == "1" else pol)
+        log("recompute: %d blocks (%s), policy %s" % (
+            len(rc.blocks), ", ".join(sorted(set(type(b).__name__ for b in rc.blocks))),
+            rc.policy))
     run = model
     if os.environ.get("CUT_COMPILE") == "1":  # the whole model compiled (torch.compile)
         run = torch.compile(model)
@@ -543,6 +552,7 @@ def worker(a):
                     time.sleep(raised_sleep)
                 alt_val = alternate(name, frac, k)
                 hooks_on = L.offload_stats().get("hooks_on")
+                rc0 = rc.totals["recomputed_calls"] if rc is not None else 0
                 s0 = L.stats()
                 r0 = region_counts()
                 gc0 = (gc_clock["runs"], gc_clock["ms"])
@@ -615,6 +625,8 @@ def worker(a):
 
                 rec = {"phase": name, "k": k, "i": i, "ms": dt * 1e3, "loss": loss.item(),
                        "alt": alt_val, "hooks_on": hooks_on,
+                       "recomputed": (rc.totals["recomputed_calls"] - rc0
+                                      if rc is not None else None),
                        "cpu_ms": t_cpu * 1e3, "probe_ms": probe_ms,
                        "gc_runs": gc_clock["runs"] - gc0[0], "gc_ms": gc_clock["ms"] - gc0[1],
                        # the process's (all threads') CPU time, user and system,
@@ -702,6 +714,14 @@ def worker(a):
                         rec["dfreed"] / 1e9, rec["dwaits"], rec["dcpu"], rec["map_ms"],
                         rec["unmap_ms"], rec["huge_splits"], rec["big_splits"], rec["split_ms"],
                         rec["remap_ms"]))
+                if rc is not None:
+                    rs = rc.stats()
+                    log("    recompute: %d block calls recomputed; need %s, chosen %d, deficit "
+                        "%.2f GB covered by %.2f GB; gains (GB) %s" % (
+                            rec["recomputed"], rs["need"], rs["chosen"],
+                            rs["last"].get("deficit", 0) / 1e9, rs["last"].get("covered", 0) / 1e9,
+                            " ".join("%.2f" % (g / 1e9) if g is not None else "-"
+                                     for g in rs["gains"]) if k == 0 else "..."))
                 if scaler is not None or rec["libvmem_steps"] != 1:
                     log("    libvmem steps ended in this iteration: %d%s" % (
                         rec["libvmem_steps"],

@@ -1,0 +1,331 @@
+"""Recomputation of repeated blocks while a job is cut (issue 11).
+
+A job cut below what its step needs must keep some of its saved activations
+somewhere other than the device.  The offload (libvmem_offload) moves them
+through the host link, out in the forward pass and back in the backward: at
+about 55 GB/s each way that is some 36 ms per GB on an H100 or H200, and the
+phase floor (docs/placement.md) says no schedule of copies does better.
+Recomputing them instead costs one more forward pass of the blocks that
+produced them: a transformer block or a ResNet bottleneck recomputes a GB of
+its saved tensors in a few milliseconds.  Bytes that are never kept need not
+cross the link.
+
+This module finds a model's repeated blocks (the children of an
+nn.ModuleList or nn.Sequential of which at least two share a class and are
+themselves made of modules, at the innermost level where such lists occur:
+a transformer's layers, a ResNet's bottlenecks, a ConvNeXt's blocks) and
+wraps each one's forward.  While libvmem's limit is below what the last
+uncut step needed, the wrapper runs the chosen blocks through
+torch.utils.checkpoint (non-reentrant, the RNG state preserved): their
+saved tensors are dropped after the forward pass and recomputed at the start
+of their backward.  Which blocks: by default ("auto") the ones whose forward
+left the most bytes in use in the last uncut pass, until their sum covers
+what the step needed above the limit, plus the largest one's (the
+recomputation itself holds one block's tensors at a time) and a margin;
+"all" recomputes every block while cut.  What recomputation does not cover,
+the offload and libvmem's placement still take.  When the limit is raised
+back to the step's need the wrappers call the blocks as they are.
+
+Contract: a recomputed block must compute the same thing twice from the
+same inputs and RNG state (torch.utils.checkpoint's contract).  Batch
+normalisation's running statistics are the one side effect handled here:
+the recomputation leaves them as the forward pass set them.  Blocks that
+update other state in their forward (a key/value cache appended to in
+training, counters) must not be given to recompute(); pass blocks= to
+choose them.  Nothing is recomputed while gradients are off, the module is
+in eval mode, a CUDA graph is being captured, or torch.compile is tracing.
+docs/placement.md, "Recomputation".
+"""
+
+import threading
+
+__all__ = ["find_blocks", "Recompute", "install", "uninstall", "stats"]
+
+
+def _is_container(torch, m):
+    nn = torch.nn
+    return isinstance(m, (nn.ModuleList, nn.Sequential))
+
+
+def _has_params(m):
+    for _ in m.parameters():
+        return True
+    return False
+
+
+def _repeated(torch, container):
+    """The children of container that repeat: at least two of one class,
+    each with parameters and sub-modules of its own."""
+    by_class = {}
+    for child in container.children():
+        if _has_params(child) and any(True for _ in child.children()):
+            by_class.setdefault(type(child), []).append(child)
+    out = []
+    for child in container.children():
+        group = by_class.get(type(child))
+        if group is not None and len(group) >= 2:
+            out.append(child)
+    return out
+
+
+def find_blocks(torch, model):
+    """The model's repeated blocks in the order the model registers them
+    (for the usual models, the order the forward pass runs them): the
+    repeating children of ModuleLists and Sequentials, at the innermost
+    level (a block that contains repeated blocks itself is not one)."""
+    cands = []
+    for m in model.modules():
+        if _is_container(torch, m):
+            cands.extend(_repeated(torch, m))
+    chosen = set(id(c) for c in cands)
+    inner = []
+    for c in cands:
+        if not any(id(d) in chosen for d in c.modules() if d is not c):
+            inner.append(c)
+    seen, out = set(), []
+    for c in inner:  # a module registered twice is wrapped once
+        if id(c) not in seen:
+            seen.add(id(c))
+            out.append(c)
+    return out
+
+
+def _tensor_bytes(torch, out):
+    """Bytes of the tensors in a block's output (a tensor, or a tuple, list
+    or dict of them, one level deep)."""
+    if isinstance(out, torch.Tensor):
+        return out.numel() * out.element_size()
+    vals = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else ()
+    n = 0
+    for v in vals:
+        if isinstance(v, torch.Tensor):
+            n += v.numel() * v.element_size()
+    return n
+
+
+class _BatchNormGuard:
+    """Keeps batch normalisation's running statistics (and its count of
+    batches) as the forward pass left them while a block is recomputed: a
+    second forward in training mode would update them twice."""
+
+    def __init__(self, torch, block):
+        base = torch.nn.modules.batchnorm._BatchNorm
+        self.mods = [m for m in block.modules()
+                     if isinstance(m, base) and m.track_running_stats]
+        self.saved = None
+
+    def __enter__(self):
+        if self.mods:
+            self.saved = [(m.running_mean.clone() if m.running_mean is not None else None,
+                           m.running_var.clone() if m.running_var is not None else None,
+                           m.num_batches_tracked.clone()
+                           if m.num_batches_tracked is not None else None)
+                          for m in self.mods]
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            for m, vals in zip(self.mods, self.saved):
+                for name, v in zip(("running_mean", "running_var", "num_batches_tracked"), vals):
+                    cur = getattr(m, name)
+                    if v is not None and cur is not None:
+                        cur.copy_(v)
+            self.saved = None
+        return False
+
+
+class Recompute:
+    """The wrapped blocks of one model and the rule that chooses which of
+    them recompute.
+
+    read(device) -> (limit, device bytes in use, the last step's demand:
+    device plus host bytes at its maximum, step ends so far) or None:
+    libvmem's statistics (tests pass their own).  policy: "auto" (enough
+    blocks to cover the cut, by the bytes each left in use) or "all".
+    checkpoint: torch.utils.checkpoint.checkpoint's stand-in (tests)."""
+
+    def __init__(self, torch, model, read, blocks=None, policy="auto", margin_frac=0.05,
+                 checkpoint=None):
+        if policy not in ("auto", "all"):
+            raise ValueError("recompute policy %r: expected \"auto\" or \"all\"" % (policy,))
+        self.torch = torch
+        self.read = read
+        self.checkpoint = checkpoint  # None: torch.utils.checkpoint.checkpoint
+        self.policy = policy
+        self.margin_frac = margin_frac
+        self.blocks = list(blocks) if blocks is not None else find_blocks(torch, model)
+        self.index = {id(b): k for k, b in enumerate(self.blocks)}
+        self.gain = [None] * len(self.blocks)  # bytes a block left in use, uncut
+        self.guards = [_BatchNormGuard(torch, b) for b in self.blocks]
+        self.need = None       # the demand of the last step with nothing recomputed
+        self.enabled = True
+        self.lock = threading.Lock()
+        self._key = None       # (step ends, limit) the chosen set was decided for
+        self._chosen = frozenset()
+        self._step_calls = 0   # blocks recomputed in the step in progress
+        self._steps = None
+        self.totals = {"recomputed_calls": 0, "recomputed_bytes": 0, "recomputations": 0,
+                       "steps_active": 0, "decisions": 0}
+        self.last = {"chosen": 0, "deficit": 0, "covered": 0, "need": None, "limit": None}
+        self._orig = []
+        for b in self.blocks:
+            self._orig.append(b.__dict__.get("forward"))
+            b.forward = self._wrapper(b, b.forward)
+
+    # -- the decision ----------------------------------------------------
+
+    def _choose(self, limit):
+        """The blocks to recompute under limit, from the learned need and
+        gains (indices)."""
+        if self.need is None or limit >= self.need:
+            return frozenset()
+        n = len(self.blocks)
+        known = [g for g in self.gain if g is not None]
+        if self.policy == "all" or len(known) < n:
+            return frozenset(range(n))
+        deficit = self.need - limit + max(known) + int(self.margin_frac * limit)
+        order = sorted(range(n), key=lambda k: (-self.gain[k], k))
+        chosen, covered = [], 0
+        for k in order:
+            if covered >= deficit:
+                break
+            chosen.append(k)
+            covered += self.gain[k]
+        self.last.update(deficit=deficit, covered=covered)
+        return frozenset(chosen)
+
+    def _decide(self, device):
+        s = self.read(device)
+        if s is None:
+            return None
+        limit, in_use, demand, steps = s
+        if steps != self._steps:  # a step ended since the last look
+            if self._steps is not None:
+                if self._step_calls == 0 and demand > 0:
+                    self.need = demand  # a step with nothing recomputed: what it needs
+                elif self._step_calls:
+                    self.totals["steps_active"] += 1
+            self._steps = steps
+            self._step_calls = 0
+        key = (steps, limit, self.need)
+        if key != self._key:
+            self._key = key
+            self._chosen = self._choose(limit)
+            self.totals["decisions"] += 1
+            self.last.update(chosen=len(self._chosen), need=self.need, limit=limit)
+        return s
+
+    # -- the wrapper -----------------------------------------------------
+
+    def _plain(self):
+        torch = self.torch
+        if not torch.is_grad_enabled():
+            return True
+        comp = getattr(torch, "compiler", None)
+        if comp is not None and getattr(comp, "is_compiling", None) and comp.is_compiling():
+            return True
+        cuda = torch.cuda
+        if cuda.is_available() and cuda.is_current_stream_capturing():
+            return True
+        return False
+
+    def _wrapper(self, block, forward):
+        k = self.index[id(block)]
+        guard = self.guards[k]
+
+        def wrapped(*args, **kwargs):
+            if not self.enabled or not block.training or self._plain():
+                return forward(*args, **kwargs)
+            torch = self.torch
+            dev = torch.cuda.current_device()
+            with self.lock:
+                s = self._decide(dev)
+                chosen = k in self._chosen
+                if chosen:
+                    self._step_calls += 1
+            if s is None:
+                return forward(*args, **kwargs)
+            if not chosen:
+                measure = self.need is None or s[0] >= self.need
+                before = s[1]
+                out = forward(*args, **kwargs)
+                if measure:  # uncut: the bytes this block leaves in use
+                    after = self.read(dev)
+                    if after is not None:
+                        self.gain[k] = max(0, after[1] - before - _tensor_bytes(torch, out))
+                return out
+            calls = [0]
+
+            def run(*a, **kw):
+                calls[0] += 1
+                if calls[0] == 1:
+                    return forward(*a, **kw)
+                self.totals["recomputations"] += 1
+                with guard:
+                    return forward(*a, **kw)
+            self.totals["recomputed_calls"] += 1
+            if self.gain[k]:
+                self.totals["recomputed_bytes"] += self.gain[k]
+            ck = self.checkpoint
+            if ck is None:
+                from torch.utils.checkpoint import checkpoint as ck
+            return ck(run, *args, use_reentrant=False, preserve_rng_state=True, **kwargs)
+        wrapped.__wrapped__ = forward
+        return wrapped
+
+    def remove(self):
+        """Gives each block its own forward back."""
+        for b, orig in zip(self.blocks, self._orig):
+            if orig is None:
+                b.__dict__.pop("forward", None)
+            else:
+                b.forward = orig
+        self.enabled = False
+
+    def stats(self):
+        out = {"installed": True, "blocks": len(self.blocks), "policy": self.policy,
+               "need": self.need, "chosen": len(self._chosen),
+               "gains": list(self.gain)}
+        out.update(self.totals)
+        out["last"] = dict(self.last)
+        return out
+
+
+_rc = []
+
+
+def _reader(lib_mod):
+    import libvmem_offload
+    read = libvmem_offload._stats_reader(lib_mod)
+
+    def r(device):
+        s = read(device)
+        if s is None:
+            return None
+        return s.limit, s.device_in_use, s.step_device_max + s.step_host_max, s.steps
+    return r
+
+
+def install(lib_mod, torch, model, blocks=None, policy="auto"):
+    """Wraps model's repeated blocks (or blocks=) for recomputation while cut;
+    returns the Recompute."""
+    rc = Recompute(torch, model, _reader(lib_mod), blocks=blocks, policy=policy)
+    _rc.append(rc)
+    return rc
+
+
+def uninstall(rc=None):
+    """Unwraps rc's blocks (every model's when rc is None)."""
+    for r in list(_rc):
+        if rc is None or r is rc:
+            r.remove()
+            _rc.remove(r)
+
+
+def stats():
+    """Counters of every wrapped model ({"installed": False} without one)."""
+    if not _rc:
+        return {"installed": False}
+    if len(_rc) == 1:
+        return _rc[0].stats()
+    return {"installed": True, "models": [r.stats() for r in _rc]}
