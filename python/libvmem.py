@@ -411,7 +411,7 @@ def remove_step_hook():
         _scaler_orig = None
 
 
-def install_torch(step_hook=True, offload=None):
+def install_torch(step_hook=True, offload=None, recompute=None):
     """Makes libvmem PyTorch's CUDA allocator (CUDAPluggableAllocator +
     change_current_allocator).  Must run before the first CUDA allocation of
     the process; raises RuntimeError otherwise.  Returns the allocator.
@@ -427,7 +427,13 @@ def install_torch(step_hook=True, offload=None):
 
     With the pluggable allocator, torch.cuda.memory_allocated() and the other
     caching-allocator statistics are not available: use libvmem.stats().
-    Tensor.record_stream() does nothing under it: see docs/embedding.md."""
+    Tensor.record_stream() does nothing under it: see docs/embedding.md.
+
+    recompute (default: $VMEM_TORCH_RECOMPUTE, off unless "1"): recompute()
+    the first model trained after this call, found at its first forward pass
+    in training mode with gradients on (a global module hook, removed once
+    it found a model with repeated blocks); recompute(model) names the model
+    instead."""
     import torch
     from torch.cuda import memory as tmem
     alloc = tmem.CUDAPluggableAllocator(library_path(), "vmem_torch_malloc",
@@ -443,7 +449,49 @@ def install_torch(step_hook=True, offload=None):
         offload = _env_flag("VMEM_TORCH_OFFLOAD", True)
     if offload:
         install_offload()
+    if recompute is None:
+        recompute = _env_flag("VMEM_TORCH_RECOMPUTE", False)
+    if recompute:
+        _recompute_first_model()
     return alloc
+
+
+_find_hook = None
+
+
+def _recompute_first_model():
+    """install_torch(recompute=True): a global forward pre-hook that calls
+    recompute() on the first module run in training mode with gradients on
+    that has repeated blocks (the outermost: its pre-hook runs before its
+    children's), then removes itself."""
+    global _find_hook
+    if _find_hook is not None:
+        return
+    import torch
+    import libvmem_recompute as rc
+
+    looked = set()
+
+    def pre(module, args):
+        global _find_hook
+        if _find_hook is None or not module.training or not torch.is_grad_enabled() or \
+                id(module) in looked:
+            return None
+        looked.add(id(module))
+        if not rc.find_blocks(torch, module):
+            if len(looked) >= 64:  # 64 modules without repeated blocks: give up
+                _find_hook.remove()
+                _find_hook = None
+                import warnings
+                warnings.warn("libvmem: VMEM_TORCH_RECOMPUTE found no model with repeated blocks "
+                              "in the first 64 modules trained; call libvmem.recompute(model) "
+                              "with blocks=", RuntimeWarning)
+            return None
+        _find_hook.remove()
+        _find_hook = None
+        recompute(module)
+        return None
+    _find_hook = torch.nn.modules.module.register_module_forward_pre_hook(pre)
 
 
 def _env_flag(name, default):

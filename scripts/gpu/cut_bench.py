@@ -551,6 +551,12 @@ def worker(a):
                     torch.cuda.synchronize()
                     time.sleep(raised_sleep)
                 alt_val = alternate(name, frac, k)
+                if rc is None and os.environ.get("VMEM_TORCH_RECOMPUTE") == "1":
+                    import libvmem_recompute  # install_torch found the model itself
+                    if libvmem_recompute._rc:
+                        rc = libvmem_recompute._rc[0]
+                        log("recompute (VMEM_TORCH_RECOMPUTE=1): %d blocks of %s" % (
+                            len(rc.blocks), type(rc.blocks[0]).__name__ if rc.blocks else "-"))
                 hooks_on = L.offload_stats().get("hooks_on")
                 rc0 = rc.totals["recomputed_calls"] if rc is not None else 0
                 s0 = L.stats()
