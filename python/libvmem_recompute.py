@@ -240,7 +240,7 @@ class Recompute:
             dev = torch.cuda.current_device()
             with self.lock:
                 s = self._decide(dev)
-                chosen = k in self._chosen
+                chosen = s is not None and k in self._chosen
                 if chosen:
                     self._step_calls += 1
             if s is None:

@@ -15,7 +15,11 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-if os.environ.get("LIBVMEM_TEST_INSTALLED") != "1":
+if os.environ.get("LIBVMEM_TEST_INSTALLED") == "1":
+    # python puts this file's directory first on sys.path: take it off, so
+    # that the installed module is the one tested
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+else:
     sys.path.insert(0, HERE)
 os.environ["VMEM_BACKEND"] = "sim"
 os.environ["VMEM_LIMIT"] = "64M"

@@ -16,8 +16,13 @@ import sys
 import unittest
 import weakref
 
-if os.environ.get("LIBVMEM_TEST_INSTALLED") != "1":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if os.environ.get("LIBVMEM_TEST_INSTALLED") == "1":
+    # python puts this file's directory first on sys.path: take it off, so
+    # that the installed module is the one tested
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+else:
+    sys.path.insert(0, _HERE)
 import libvmem_offload as off  # noqa: E402
 
 MiB = 1 << 20

@@ -22,7 +22,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INSTALLED = os.environ.get("LIBVMEM_TEST_INSTALLED") == "1"
-if not INSTALLED:
+if INSTALLED:  # python puts this file's directory first on sys.path: take it off
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+else:
     sys.path.insert(0, HERE)
 import libvmem_trace as T  # noqa: E402
 
