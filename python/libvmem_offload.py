@@ -840,6 +840,10 @@ class Offload:
         self.early = False
         self.fits = fits
         self.step_naive = step_naive
+        # relief(limit) -> bytes recomputation will take off the step under
+        # limit (libvmem_recompute sets it): a cut's first step starts the
+        # budget from the demand less them
+        self.relief = None
         self.in_use = in_use
         self.step_max = step_max
         self.watermark = watermark
@@ -1262,12 +1266,20 @@ class Offload:
         """At the first saved CUDA tensor of a step whose budget is 0, outside
         a graph capture (pack checks both, and looks again at the next saved
         tensor otherwise): starts the budget if the limit is now below the
-        last step's demand (Budget.start)."""
+        last step's demand, less what recomputation will take off the step
+        (relief; Budget.start)."""
         self.look_for_cut = False
         if self.last_demand <= 0:
             return False
         dev = t.device.index
-        if self.budget.start(self.in_use(dev)[1], self.last_demand) <= 0:
+        limit = self.in_use(dev)[1]
+        demand = self.last_demand
+        if self.relief is not None:
+            try:
+                demand -= min(demand, self.relief(limit))
+            except Exception:  # a stand-in's error must not fail the saved tensor hook
+                self.relief = None
+        if self.budget.start(limit, demand) <= 0:
             return False
         if self.step_naive is not None:
             try:

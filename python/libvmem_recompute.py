@@ -194,7 +194,26 @@ class Recompute:
         self.last.update(deficit=deficit, covered=covered)
         return frozenset(chosen)
 
-    def _decide(self, device):
+    def relief(self, limit):
+        """The bytes recomputation will take off a step under limit: the
+        gains of the blocks it would choose (0 while any is unknown, or
+        uncut).  The offload starts a cut's first budget from the demand
+        less them (libvmem_offload.Offload.relief)."""
+        with self.lock:
+            try:
+                self._observe(self.torch.cuda.current_device())  # the last step's need
+            except Exception:  # no device to read: what is known already
+                pass
+            if any(g is None for g in self.gain):
+                return 0
+            saved = dict(self.last)
+            chosen = self._choose(limit)
+            self.last = saved  # a question, not a decision
+            return sum(self.gain[k] for k in chosen)
+
+    def _observe(self, device):
+        """Reads the statistics; the first read after a step end learns the
+        need from that step if it recomputed nothing.  The read, or None."""
         s = self.read(device)
         if s is None:
             return None
@@ -207,6 +226,13 @@ class Recompute:
                     self.totals["steps_active"] += 1
             self._steps = steps
             self._step_calls = 0
+        return s
+
+    def _decide(self, device):
+        s = self._observe(device)
+        if s is None:
+            return None
+        limit, steps = s[0], s[3]
         key = (steps, limit, self.need)
         if key != self._key:
             self._key = key
@@ -311,15 +337,23 @@ def install(lib_mod, torch, model, blocks=None, policy="auto"):
     returns the Recompute."""
     rc = Recompute(torch, model, _reader(lib_mod), blocks=blocks, policy=policy)
     _rc.append(rc)
+    import libvmem_offload
+    off = libvmem_offload._off
+    if off is not None and off.relief is None:  # the offload's first budget under a cut
+        off.relief = rc.relief
     return rc
 
 
 def uninstall(rc=None):
     """Unwraps rc's blocks (every model's when rc is None)."""
+    import libvmem_offload
+    off = libvmem_offload._off
     for r in list(_rc):
         if rc is None or r is rc:
             r.remove()
             _rc.remove(r)
+            if off is not None and getattr(off.relief, "__self__", None) is r:
+                off.relief = None
 
 
 def stats():

@@ -671,6 +671,40 @@ class HooksTest(unittest.TestCase):
         _, o, n = run(6 * GiB, start_at_cut=False)  # the way before: a step later
         self.assertEqual((n, o.budget.bytes, o.left), (0, 0, []))
 
+    def test_a_cut_recomputation_covers_starts_no_budget_and_the_rest_is_offloaded(self):
+        def run(relief):
+            torch, o, state = make(0, limit=64 * GiB, step_naive=lambda dev: None)
+            asked = []
+
+            def rel(limit):
+                asked.append(limit)
+                return relief(limit)
+            o.relief = rel
+            ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
+            self.assertTrue(all(o.pack(t) is t for t in ts))
+            o.step_end(lambda dev: (64 * GiB, 8 * GiB, 0))  # its maximum: 8 GiB
+            state["limit"] = 6 * GiB
+            ts = [torch.cuda_tensor(4 * MiB, float(k)) for k in range(4)]
+            packed = [o.pack(t) for t in ts]
+            return o, asked, sum(p is not t for p, t in zip(packed, ts))
+        # recomputation takes 3 GiB off an 8 GiB step: it fits under 6 GiB, nothing starts
+        o, asked, n = run(lambda limit: 3 * GiB)
+        self.assertEqual((n, o.budget.bytes, asked), (0, 0, [6 * GiB]))
+        # 1 GiB off: the budget starts from 7 GiB, not 8
+        o, _, n = run(lambda limit: GiB)
+        self.assertEqual(n, 4)
+        self.assertEqual(o.budget.bytes, 7 * GiB - o.budget.target(6 * GiB))
+        # more than the demand is taken as all of it; a raising relief is dropped, not raised
+        o, _, n = run(lambda limit: 64 * GiB)
+        self.assertEqual((n, o.budget.bytes), (0, 0))
+
+        def boom(limit):
+            raise RuntimeError("stand-in")
+        o, _, n = run(boom)
+        self.assertEqual(n, 4)
+        self.assertIsNone(o.relief)
+        self.assertEqual(o.budget.bytes, 8 * GiB - o.budget.target(6 * GiB))
+
     def test_pinned_buffers_are_reused_by_the_next_step(self):
         torch, o, state = make(GiB)
         cut_step(torch, o, state, [4 * MiB] * 4)

@@ -462,6 +462,23 @@ class ChoiceTest(unittest.TestCase):
         self.assertEqual(sorted(names), ["b1", "b2", "b3"])
         self.assertEqual(rc.last["covered"], 110 * MiB)
 
+    def test_relief_is_what_the_choice_would_cover_and_decides_nothing(self):
+        torch, st, net, blocks, ck, rc = setup([10, 30, 50, 30], margin_frac=0)
+        self.assertEqual(rc.relief(999 * MiB), 0)  # gains and need unknown
+        step(st, net, ck, 1000 * MiB)
+        self.assertEqual(rc.relief(1000 * MiB), 0)  # not cut
+        self.assertEqual(rc.relief(999 * MiB), 80 * MiB)  # blocks 2 and 1 (deficit 51 MiB)
+        self.assertEqual(rc.relief(969 * MiB), 110 * MiB)
+        self.assertEqual(rc.last["deficit"], 0)  # asked, not decided
+        self.assertEqual(rc.stats()["chosen"], 0)
+        st.limit = 999 * MiB  # the step that follows decides as before
+        self.assertEqual(sorted(step(st, net, ck, 1000 * MiB)), ["b1", "b2"])
+        rc.gain[3] = None  # a gain unknown: every block, whose bytes are not known
+        self.assertEqual(rc.relief(999 * MiB), 0)
+        torch, st, net, blocks, ck, rc = setup([10, 30], policy="all", margin_frac=0)
+        step(st, net, ck, 1000 * MiB)
+        self.assertEqual(rc.relief(999 * MiB), 40 * MiB)
+
     def test_an_unknown_policy_raises_before_wrapping(self):
         torch, st = FakeTorch(), Stats()
         bs = [Block(st), Block(st)]
