@@ -1274,19 +1274,24 @@ class Offload:
         dev = t.device.index
         limit = self.in_use(dev)[1]
         demand = self.last_demand
-        if self.relief is not None:
+        cut = self.budget.bytes <= 0 and demand > limit
+        if cut and self.relief is not None:
             try:
                 demand -= min(demand, self.relief(limit))
             except Exception:  # a stand-in's error must not fail the saved tensor hook
                 self.relief = None
-        if self.budget.start(limit, demand) <= 0:
-            return False
+        started = self.budget.start(limit, demand) > 0
+        if not cut:
+            return started
+        # the step's plan comes from a step without the cut (and without the
+        # offload or the recomputation): the rest of the step goes by naive
+        # placement, also where recomputation covers the cut and no budget starts
         if self.step_naive is not None:
             try:
                 self.step_naive(dev)
             except Exception:  # a libvmem error in a saved tensor hook: the plan stays,
                 self.step_naive = None  # and the offload does not ask again
-        return True
+        return started
 
     def _pack(self, t, n, ex=None):
         torch = self.torch

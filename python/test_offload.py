@@ -673,7 +673,9 @@ class HooksTest(unittest.TestCase):
 
     def test_a_cut_recomputation_covers_starts_no_budget_and_the_rest_is_offloaded(self):
         def run(relief):
-            torch, o, state = make(0, limit=64 * GiB, step_naive=lambda dev: None)
+            left = []
+            torch, o, state = make(0, limit=64 * GiB, step_naive=left.append)
+            o.left = left
             asked = []
 
             def rel(limit):
@@ -690,9 +692,10 @@ class HooksTest(unittest.TestCase):
         # recomputation takes 3 GiB off an 8 GiB step: it fits under 6 GiB, nothing starts
         o, asked, n = run(lambda limit: 3 * GiB)
         self.assertEqual((n, o.budget.bytes, asked), (0, 0, [6 * GiB]))
+        self.assertEqual(o.left, [0])  # the step's plan (from before the cut) is left all the same
         # 1 GiB off: the budget starts from 7 GiB, not 8
         o, _, n = run(lambda limit: GiB)
-        self.assertEqual(n, 4)
+        self.assertEqual((n, o.left), (4, [0]))
         self.assertEqual(o.budget.bytes, 7 * GiB - o.budget.target(6 * GiB))
         # more than the demand is taken as all of it; a raising relief is dropped, not raised
         o, _, n = run(lambda limit: 64 * GiB)
