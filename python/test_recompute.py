@@ -648,40 +648,33 @@ class PlainTest(unittest.TestCase):
             self.assertEqual(len(st.reads), nreads)
         self.assertEqual(rc.totals["recomputed_calls"], 0)
 
-    def test_plain_without_gradients(self):
+    def plain_while(self, on, off, reads=False):
+        """on(t) makes the condition hold: the step runs plain; off(t) ends
+        it: the next step recomputes again."""
         t = self.cut()
-        t[0].grad_enabled = False
-        self.assert_plain(*t)
-        t[0].grad_enabled = True
+        on(t)
+        self.assert_plain(*t, reads=reads)
+        off(t)
         self.assertEqual(step(t[1], t[2], t[4], 1000 * MiB), ["b0", "b1"])
+
+    def test_plain_without_gradients(self):
+        self.plain_while(lambda t: setattr(t[0], "grad_enabled", False),
+                         lambda t: setattr(t[0], "grad_enabled", True))
 
     def test_plain_in_eval_mode(self):
-        t = self.cut()
-        t[2].eval()
-        self.assert_plain(*t)
-        t[2].train()
-        self.assertEqual(step(t[1], t[2], t[4], 1000 * MiB), ["b0", "b1"])
+        self.plain_while(lambda t: t[2].eval(), lambda t: t[2].train())
 
     def test_plain_while_a_graph_is_captured(self):
-        t = self.cut()
-        t[0].capturing = True
-        self.assert_plain(*t)
-        t[0].capturing = False
-        self.assertEqual(step(t[1], t[2], t[4], 1000 * MiB), ["b0", "b1"])
+        self.plain_while(lambda t: setattr(t[0], "capturing", True),
+                         lambda t: setattr(t[0], "capturing", False))
 
     def test_plain_while_compiling(self):
-        t = self.cut()
-        t[0].compiling = True
-        self.assert_plain(*t)
-        t[0].compiling = False
-        self.assertEqual(step(t[1], t[2], t[4], 1000 * MiB), ["b0", "b1"])
+        self.plain_while(lambda t: setattr(t[0], "compiling", True),
+                         lambda t: setattr(t[0], "compiling", False))
 
     def test_plain_without_statistics(self):
-        t = self.cut()
-        t[1].none = True
-        self.assert_plain(*t, reads=True)
-        t[1].none = False
-        self.assertEqual(step(t[1], t[2], t[4], 1000 * MiB), ["b0", "b1"])
+        self.plain_while(lambda t: setattr(t[1], "none", True),
+                         lambda t: setattr(t[1], "none", False), reads=True)
 
 
 class RemoveTest(unittest.TestCase):
