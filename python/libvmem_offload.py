@@ -1274,15 +1274,14 @@ class Offload:
         dev = t.device.index
         limit = self.in_use(dev)[1]
         demand = self.last_demand
-        cut = self.budget.bytes <= 0 and demand > limit
-        if cut and self.relief is not None:
+        if demand <= limit:  # no cut below the last step's demand (the budget is 0 here)
+            return False
+        if self.relief is not None:
             try:
                 demand -= min(demand, self.relief(limit))
             except Exception:  # a stand-in's error must not fail the saved tensor hook
                 self.relief = None
         started = self.budget.start(limit, demand) > 0
-        if not cut:
-            return started
         # the step's plan comes from a step without the cut (and without the
         # offload or the recomputation): the rest of the step goes by naive
         # placement, also where recomputation covers the cut and no budget starts

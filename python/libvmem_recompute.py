@@ -154,13 +154,12 @@ class Recompute:
         self.policy = policy
         self.margin_frac = margin_frac
         self.blocks = list(blocks) if blocks is not None else find_blocks(torch, model)
-        self.index = {id(b): k for k, b in enumerate(self.blocks)}
         self.gain = [None] * len(self.blocks)  # bytes a block left in use, uncut
         self.guards = [_BatchNormGuard(torch, b) for b in self.blocks]
         self.need = None       # the demand of the last step with nothing recomputed
         self.enabled = True
         self.lock = threading.Lock()
-        self._key = None       # (step ends, limit) the chosen set was decided for
+        self._key = None       # (step ends, limit, need) the chosen set was decided for
         self._chosen = frozenset()
         self._step_calls = 0   # blocks recomputed in the step in progress
         self._steps = None
@@ -168,21 +167,22 @@ class Recompute:
                        "steps_active": 0, "decisions": 0}
         self.last = {"chosen": 0, "deficit": 0, "covered": 0, "need": None, "limit": None}
         self._orig = []
-        for b in self.blocks:
+        for k, b in enumerate(self.blocks):
             self._orig.append(b.__dict__.get("forward"))
-            b.forward = self._wrapper(b, b.forward)
+            b.forward = self._wrapper(k, b, b.forward)
 
     # -- the decision ----------------------------------------------------
 
     def _choose(self, limit):
         """The blocks to recompute under limit, from the learned need and
-        gains (indices)."""
+        gains: (indices, deficit, covered), the last two None where the
+        choice did not weigh gains."""
         if self.need is None or limit >= self.need:
-            return frozenset()
+            return frozenset(), None, None
         n = len(self.blocks)
         known = [g for g in self.gain if g is not None]
         if self.policy == "all" or len(known) < n:
-            return frozenset(range(n))
+            return frozenset(range(n)), None, None
         deficit = self.need - limit + max(known) + int(self.margin_frac * limit)
         order = sorted(range(n), key=lambda k: (-self.gain[k], k))
         chosen, covered = [], 0
@@ -191,8 +191,7 @@ class Recompute:
                 break
             chosen.append(k)
             covered += self.gain[k]
-        self.last.update(deficit=deficit, covered=covered)
-        return frozenset(chosen)
+        return frozenset(chosen), deficit, covered
 
     def relief(self, limit):
         """The bytes recomputation will take off a step under limit: the
@@ -206,10 +205,7 @@ class Recompute:
                 pass
             if any(g is None for g in self.gain):
                 return 0
-            saved = dict(self.last)
-            chosen = self._choose(limit)
-            self.last = saved  # a question, not a decision
-            return sum(self.gain[k] for k in chosen)
+            return sum(self.gain[k] for k in self._choose(limit)[0])
 
     def _observe(self, device):
         """Reads the statistics; the first read after a step end learns the
@@ -236,7 +232,9 @@ class Recompute:
         key = (steps, limit, self.need)
         if key != self._key:
             self._key = key
-            self._chosen = self._choose(limit)
+            self._chosen, deficit, covered = self._choose(limit)
+            if deficit is not None:
+                self.last.update(deficit=deficit, covered=covered)
             self.totals["decisions"] += 1
             self.last.update(chosen=len(self._chosen), need=self.need, limit=limit)
         return s
@@ -255,8 +253,7 @@ class Recompute:
             return True
         return False
 
-    def _wrapper(self, block, forward):
-        k = self.index[id(block)]
+    def _wrapper(self, k, block, forward):
         guard = self.guards[k]
 
         def wrapped(*args, **kwargs):
