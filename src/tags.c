@@ -289,21 +289,23 @@ void *tags_alloc(vmem_t *v, size_t size, void *stream, unsigned tag)
         if (t)
             p = tag_alloc_locked(v, t, size, vmem_stream_alloc_key(v, stream), &st, &spilled);
     }
-    if (!p)
-        v->failures++;
     /* The events of vmem_alloc (vmem.h), fired outside the lock as there. */
-    vmem_event_kind_t kind = p ? VMEM_EVENT_SPILL : VMEM_EVENT_ALLOC_FAILED;
-    vmem_event_fn fn = !p || spilled ? v->cb_fn[kind] : NULL;
-    void *ctx = v->cb_ctx[kind];
+    pending_event_t pe;
+    pe.fn = NULL;
+    if (!p) {
+        v->failures++;
+        vmem_event_prepare(v, &pe, VMEM_EVENT_ALLOC_FAILED);
+        pe.ev.status = st;
+    } else if (spilled) {
+        vmem_event_prepare(v, &pe, VMEM_EVENT_SPILL);
+    }
+    pe.ev.size = size;
     vmem_unlock(&v->lock);
     vmem_set_last_status(st);
     if (!p)
         vmem_log(v, VMEM_LOG_WARN, "vmem_alloc(%zu) in tag %u: %s%s", size, tag,
                  vmem_strerror(st), st == VMEM_ERR_BUSY ? " (the tag is paused)" : "");
-    if (fn) {
-        vmem_event_t ev = {.kind = kind, .size = size, .status = p ? VMEM_OK : st};
-        fn(ctx, &ev);
-    }
+    vmem_event_fire(&pe);
     return p;
 }
 

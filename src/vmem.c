@@ -495,13 +495,7 @@ void vmem_destroy(vmem_t *v)
 /* Events                                                                   */
 /* ------------------------------------------------------------------------ */
 
-typedef struct pending_event {
-    vmem_event_fn fn;
-    void *ctx;
-    vmem_event_t ev;
-} pending_event_t;
-
-static void event_prepare(vmem_t *v, pending_event_t *pe, vmem_event_kind_t kind)
+void vmem_event_prepare(vmem_t *v, pending_event_t *pe, vmem_event_kind_t kind)
 {
     pe->fn = v->cb_fn[kind];
     pe->ctx = v->cb_ctx[kind];
@@ -509,7 +503,7 @@ static void event_prepare(vmem_t *v, pending_event_t *pe, vmem_event_kind_t kind
     pe->ev.kind = kind;
 }
 
-static void event_fire(const pending_event_t *pe)
+void vmem_event_fire(const pending_event_t *pe)
 {
     if (pe->fn)
         pe->fn(pe->ctx, &pe->ev);
@@ -837,7 +831,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, void *stream,
             v->spills++;
             v->spilled_bytes += size;
             v->swap_reason = why;
-            event_prepare(v, pe, VMEM_EVENT_SPILL);
+            vmem_event_prepare(v, pe, VMEM_EVENT_SPILL);
             pe->ev.size = size;
         }
         place_note_alloc(&v->place, size, bfc_round(size), key, arena, a->seq, (uintptr_t)p,
@@ -853,7 +847,7 @@ static void *alloc_locked(vmem_t *v, size_t size, uintptr_t key, void *stream,
     }
     *st = v->dev.last_fail == BFC_FAIL_SIZE ? VMEM_ERR_SIZE : VMEM_ERR_NOMEM;
     v->failures++;
-    event_prepare(v, pe, VMEM_EVENT_ALLOC_FAILED);
+    vmem_event_prepare(v, pe, VMEM_EVENT_ALLOC_FAILED);
     pe->ev.size = size;
     pe->ev.status = *st;
     return NULL;
@@ -868,12 +862,12 @@ static __attribute__((noinline, cold)) void *alloc_bad_size(vmem_t *v, size_t si
     tls_status = VMEM_ERR_SIZE;
     vmem_lock(&v->lock);
     v->failures++;
-    event_prepare(v, &pe, VMEM_EVENT_ALLOC_FAILED);
+    vmem_event_prepare(v, &pe, VMEM_EVENT_ALLOC_FAILED);
     pe.ev.size = size;
     pe.ev.status = VMEM_ERR_SIZE;
     vmem_unlock(&v->lock);
     vmem_log(v, VMEM_LOG_ERROR, "vmem_alloc: invalid size %zu", size);
-    event_fire(&pe);
+    vmem_event_fire(&pe);
     return NULL;
 }
 
@@ -887,7 +881,7 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
         return alloc_bad_size(v, size);
     vmem_status_t st;
     pending_event_t pe;
-    pe.fn = NULL; /* event_prepare fills the rest when there is an event */
+    pe.fn = NULL; /* vmem_event_prepare fills the rest when there is an event */
     unsigned tag = tags_current(v); /* vmem_set_tag: the tag's own arena */
     if (tag)
         return tags_alloc(v, size, stream, tag);
@@ -899,7 +893,7 @@ void *vmem_alloc_stream(vmem_t *v, size_t size, void *stream)
     tls_status = st;
     if (!p)
         vmem_log(v, VMEM_LOG_WARN, "vmem_alloc(%zu): %s", size, vmem_strerror(st));
-    event_fire(&pe);
+    vmem_event_fire(&pe);
     return p;
 }
 
@@ -999,7 +993,7 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
         st = VMEM_PENDING; /* tagged blocks hold the rest */
     size_t held = v->dev.held;
     if (old != bytes) {
-        event_prepare(v, &pe, VMEM_EVENT_LIMIT_CHANGED);
+        vmem_event_prepare(v, &pe, VMEM_EVENT_LIMIT_CHANGED);
         pe.ev.old_limit = old;
         pe.ev.new_limit = bytes;
     }
@@ -1009,7 +1003,7 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
     vmem_log(v, st == VMEM_OK ? VMEM_LOG_INFO : VMEM_LOG_WARN,
              "limit %zu -> %zu: device holds %zu%s", old, bytes, held,
              st == VMEM_PENDING ? " (shrink pending until live blocks are freed)" : "");
-    event_fire(&pe);
+    vmem_event_fire(&pe);
     return st;
 }
 

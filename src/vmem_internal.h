@@ -182,6 +182,16 @@ void vmem_set_last_status(vmem_status_t st); /* what vmem_last_status returns */
 uintptr_t vmem_stream_free_key(vmem_t *v, void *stream);
 int vmem_streams_settle(vmem_t *v);
 size_t vmem_host_room(const vmem_t *v);
+/* An event (vmem_set_callback) taken under the instance's lock and fired
+ * after it is given back: vmem_event_prepare reads the callback of kind and
+ * clears the event; vmem_event_fire calls it, if any (fn NULL: no event). */
+typedef struct pending_event {
+    vmem_event_fn fn;
+    void *ctx;
+    vmem_event_t ev;
+} pending_event_t;
+void vmem_event_prepare(vmem_t *v, pending_event_t *pe, vmem_event_kind_t kind);
+void vmem_event_fire(const pending_event_t *pe);
 /* Deferred frees (deferred.h) for a tag without room (an allocation, a
  * resume, a step end's move back): the oldest block of the device or host
  * arena waiting for other streams' work goes back to its arena after the
