@@ -71,15 +71,13 @@ vmem_status_t growth_policy_from_env(growth_policy_t *p, int contiguous)
     }
     const char *age = getenv("VMEM_TRIM_AGE");
     if (age) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long n = strtoull(age, &end, 10);
-        if (!plain_decimal(age) || strchr(age, '.') || end == age || *end != '\0' || errno != 0) {
+        uint64_t n;
+        if (options_parse_u64(age, &n) != 0) { /* digits only */
             vmem_log(NULL, VMEM_LOG_ERROR,
                      "invalid VMEM_TRIM_AGE=\"%s\" (expected a count of allocations)", age);
             return VMEM_ERR_ENV;
         }
-        q.trim_age = (uint64_t)n;
+        q.trim_age = n;
     }
     *p = q;
     return VMEM_OK;
