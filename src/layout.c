@@ -646,6 +646,7 @@ void layout_step_end(layout_t *lo, const place_t *pl, int active)
     lo->mk = 0;
     lo->cand.n = 0;
     lo->ncarry = 0; /* learned below only if the next step may make a plan */
+    lo->want_records = 0;
     if (!active) {
         layout_stop(lo);
         return;
@@ -689,6 +690,17 @@ void layout_step_end(layout_t *lo, const place_t *pl, int active)
             lo->state = LAYOUT_OFF;
             return;
         }
+    }
+    /* Matching reads this step's record (the blocks live at its end, their
+     * addresses) and, for the blocks carried into the next step, this
+     * step's frees of the last step's blocks: if the planner left either
+     * step unrecorded (idle, no limit), it records the next steps first
+     * (a plan is kept and reused: better one step later than without the
+     * carried blocks' frees). */
+    if (!place_records_complete(pl)) {
+        lo->want_records = 1;
+        lo->state = LAYOUT_OFF;
+        return;
     }
     carry_learn(lo, pl);
     lo->state = LAYOUT_MATCH;

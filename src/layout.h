@@ -98,6 +98,8 @@ typedef struct layout {
     uint64_t clock;          /* steps seen */
     unsigned wait, backoff;  /* steps left before matching again; its next value */
     unsigned unreused;       /* plans made since a step last started on a kept one */
+    int want_records;        /* the next step would match, but the planner left
+                                the last steps unrecorded (place_t.idle) */
     /* matching */
     place_cands_t cand;
     size_t mk;
@@ -172,6 +174,13 @@ void layout_stop(layout_t *lo);
  * planner learned of this step).  active: plan the next step (no limit set,
  * contiguous backend). */
 void layout_step_end(layout_t *lo, const place_t *pl, int active);
+
+/* After layout_step_end: the next step needs the planner's record (it
+ * matches the last step's, or waits for two recorded steps to match). */
+static inline int layout_wants_records(const layout_t *lo)
+{
+    return lo->state == LAYOUT_MATCH || lo->want_records;
+}
 
 /* The plan computation on its own (exposed for the tests).  Places the
  * items whose size is at least min_size, each at an address >= base where

@@ -573,6 +573,7 @@ void place_init(place_t *pl, int plans, int rule)
     pl->rule = rule >= 0 && rule < PLACE_NRULES ? rule : PLACE_RULE_FARTHEST;
     pl->margin = 4 * MiB;
     pl->src = -1;
+    pl->run = 1; /* the first step's end sees complete records (nothing idled) */
 }
 
 void place_set_auto(place_t *pl, unsigned rules)
@@ -1531,8 +1532,76 @@ static void variant_keep(place_t *pl, place_record_t *old, const place_record_t 
     pl->var_used[slot] = ++pl->var_clock;
 }
 
+/* The next step's record and plan state: an empty record in rec[cur]
+ * (rec[!cur], the last step recorded, is the source), wraps to learn for
+ * its items, matching from the start. */
+static void step_begin(place_t *pl, const place_env_t *env)
+{
+    place_record_t *r = &pl->rec[pl->cur];
+    const place_record_t *last = &pl->rec[!pl->cur];
+    pl->src = -1;
+    record_reset(r);
+    r->dev_start = env->dev_in_use;
+    r->peak_total = pl->live_total;
+    uint32_t *nw = grow_to(pl->wrap, &pl->wrap_cap, last->n, sizeof *nw);
+    if (nw)
+        pl->wrap = nw;
+    pl->wrap_n = last->n <= pl->wrap_cap ? last->n : 0;
+    for (size_t k = 0; k < pl->wrap_n; k++)
+        pl->wrap[k] = PLACE_OPEN;
+    pl->margin = margin_of(env->limit);
+    pl->cand.n = 0;
+    pl->mk = 0;
+    pl->pos = 0;
+    pl->resyncs = 0;
+    pl->restarts = 0;
+    pl->plan_n = 0;
+    pl->nmoves = 0;
+    pl->due_lo = pl->due_hi = 0;
+    pl->state = last->n && !last->overflow ? PLACE_ST_MATCH : PLACE_ST_LEARN;
+}
+
+/* The end of a step that was not recorded: the next is idle too while
+ * nothing needs it recorded, the count lasts and the step fitted (its peak
+ * under the limit, nothing spilled); else recording resumes.  The record
+ * of the last step recorded stays the source: a training step repeats, so
+ * a cut plans from it at once.  Its blocks' frees in the step after it are
+ * learned only when two steps in a row are recorded again. */
+static void idle_step_end(place_t *pl, const place_env_t *env)
+{
+    place_record_t *r = &pl->rec[pl->cur];
+    pl->stats.idle_steps++;
+    pl->run = 0;
+    int again = env->may_idle && pl->idle_left > 1 && !pl->step_naive && fits(pl, r, env->limit);
+    if (pl->debug)
+        pl->debug(pl->debug_ctx, pl);
+    pl->step_naive = 0;
+    if (again) {
+        pl->idle_left--;
+        r->nevents = 0;
+        r->peak_total = pl->live_total;
+        return;
+    }
+    pl->idle = 0;
+    pl->idle_left = 0;
+    step_begin(pl, env);
+}
+
+void place_limit_changed(place_t *pl, const place_env_t *env)
+{
+    if (!pl->idle || pl->rec[pl->cur].nevents)
+        return; /* recording, or the rest of the step stays unrecorded (naive) */
+    pl->idle = 0;
+    pl->idle_left = 0;
+    step_begin(pl, env);
+}
+
 void place_step_end(place_t *pl, const place_env_t *env)
 {
+    if (pl->idle) {
+        idle_step_end(pl, env);
+        return;
+    }
     place_record_t *r = &pl->rec[pl->cur];
     const place_record_t *last = &pl->rec[!pl->cur], *src = src_of(pl);
     /* Repeated item by item from `offset` to the end. */
@@ -1561,6 +1630,10 @@ void place_step_end(place_t *pl, const place_env_t *env)
             pl->extra -= pl->extra / 4;
         }
     }
+    /* Quiet: nothing to plan (no plan followed, nothing spilled), and the
+     * step fitted under the limit where nothing needs every step recorded. */
+    int quiet = env->may_idle && pl->state != PLACE_ST_PLAN && pl->state != PLACE_ST_RESYNC &&
+                !pl->step_naive && !pl->step_fallback && fits(pl, r, env->limit);
     int rule_before = pl->rule;
     if (pl->auto_rule)
         auto_note_step(pl, env);
@@ -1587,26 +1660,15 @@ void place_step_end(place_t *pl, const place_env_t *env)
     last = &pl->rec[!pl->cur];
     if (tight)
         variant_keep(pl, r, last, same);
-    pl->src = -1;
-    record_reset(r);
-    r->dev_start = env->dev_in_use;
-    r->peak_total = pl->live_total;
-    uint32_t *nw = grow_to(pl->wrap, &pl->wrap_cap, last->n, sizeof *nw);
-    if (nw)
-        pl->wrap = nw;
-    pl->wrap_n = last->n <= pl->wrap_cap ? last->n : 0;
-    for (size_t k = 0; k < pl->wrap_n; k++)
-        pl->wrap[k] = PLACE_OPEN;
-    pl->margin = margin_of(env->limit);
-    pl->cand.n = 0;
-    pl->mk = 0;
-    pl->pos = 0;
-    pl->resyncs = 0;
-    pl->restarts = 0;
-    pl->plan_n = 0;
-    pl->nmoves = 0;
-    pl->due_lo = pl->due_hi = 0;
-    pl->state = last->n && !last->overflow ? PLACE_ST_MATCH : PLACE_ST_LEARN;
+    step_begin(pl, env);
+    pl->run++;
+    pl->quiet = quiet ? pl->quiet + 1 : 0;
+    if (pl->quiet >= PLACE_QUIET_STEPS) { /* the next steps go unrecorded */
+        pl->quiet = 0;
+        pl->idle = 1;
+        pl->idle_left = PLACE_IDLE_STEPS;
+        pl->state = PLACE_ST_LEARN;
+    }
 }
 
 int place_hold_host(const place_t *pl, uint64_t limit)

@@ -178,6 +178,7 @@ typedef struct place_stats {
     uint64_t heavier_allocs, heavier_bytes; /* planned device, placed on host: blocks
                                                the plan did not know left no room */
     uint64_t last_plan_host_bytes; /* bytes the last plan puts on host per step */
+    uint64_t idle_steps;         /* steps not recorded (place_t.idle) */
     uint64_t last_plan_swap_bytes; /* of which swapped (moved out and back) */
     uint64_t swap_out_bytes, swap_in_bytes; /* moved by swap windows */
     uint64_t swap_points;        /* allocations before which swaps ran */
@@ -275,6 +276,17 @@ struct place {
     uint64_t step_naive;      /* this step: spilled without a plan */
     uint64_t step_swapped;    /* this step: moved to host by swap windows */
     int naive_chosen;         /* this step was left naive (plan_make's guard) */
+    /* Recording while nothing needs every step (place_env_t.may_idle):
+     * after PLACE_QUIET_STEPS recorded steps in a row that fitted under
+     * the limit, the next PLACE_IDLE_STEPS steps are not recorded (idle:
+     * the inline notes keep only the live total and the step's peak), then
+     * recording resumes; rec[!cur], the last step recorded, stays the
+     * plan's source meanwhile (docs/placement.md, "An uncapped job records
+     * two steps in sixteen"). */
+    int idle;                 /* the step in progress is not recorded */
+    unsigned idle_left;       /* idle steps left, this one included */
+    unsigned quiet;           /* recorded steps in a row that fitted */
+    unsigned run;             /* recorded steps in a row that ended (1 at the start) */
     /* Called at each step end before the record closes (diagnostics). */
     void (*debug)(void *ctx, const struct place *pl);
     void *debug_ctx;
@@ -286,6 +298,9 @@ typedef struct place_env {
     uint64_t limit;           /* device limit in force */
     uint64_t dev_in_use;      /* device bytes in live blocks now */
     double step_seconds;      /* duration of the step that ends (place_step_end) */
+    int may_idle;             /* place_step_end: the next steps need not all be
+                                 recorded (no limit below the device's, and the
+                                 block layout is not learning a step) */
     /* Bytes of a live block that lie on device memory. */
     uint64_t (*device_bytes)(void *ctx, int arena, uintptr_t addr, uint64_t size);
     void *ctx;
@@ -297,6 +312,12 @@ typedef struct place_move {
     uint32_t trigger, item;
     uint8_t to_host;
 } place_move_t;
+
+/* Recorded steps in a row before an uncapped job's planner idles, and the
+ * steps it then leaves unrecorded: it records 2 steps in 16 (the record
+ * costs about 85 instructions of the hot path's 500 per operation). */
+#define PLACE_QUIET_STEPS 2u
+#define PLACE_IDLE_STEPS 14u
 
 void place_init(place_t *pl, int plans, int rule);
 
@@ -363,6 +384,15 @@ static inline void place_note_alloc(place_t *pl, uint64_t req, uint64_t size, ui
                                     unsigned decided)
 {
     place_record_t *r = &pl->rec[pl->cur];
+    if (pl->idle) { /* not recorded: what fits() and the step end read */
+        r->nevents++;
+        pl->live_total += size;
+        if (pl->live_total > r->peak_total)
+            r->peak_total = pl->live_total;
+        if (on_host)
+            pl->step_naive += size;
+        return;
+    }
     place_seqmap_t *m = &r->seqs[arena & 1];
     if (on_host || decided != PLACE_NONE || pl->state == PLACE_ST_RESYNC || r->overflow ||
         r->n >= r->cap ||
@@ -387,6 +417,11 @@ void place_note_free_slow(place_t *pl, int arena, uint64_t seq, uint64_t size);
 static inline void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_t size)
 {
     place_record_t *r = &pl->rec[pl->cur];
+    if (pl->idle) {
+        r->nevents++;
+        pl->live_total = pl->live_total > size ? pl->live_total - size : 0;
+        return;
+    }
     const place_seqmap_t *m = &r->seqs[arena & 1];
     if (m->n && seq >= m->seq0 && seq - m->seq0 < m->n) {
         uint32_t i = m->map[seq - m->seq0];
@@ -399,8 +434,20 @@ static inline void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_
     place_note_free_slow(pl, arena, seq, size);
 }
 
-/* The step ended: closes the record, which becomes the plan's source. */
+/* The step ended: closes the record, which becomes the plan's source (an
+ * idle step's end only counts it, and may resume recording). */
 void place_step_end(place_t *pl, const place_env_t *env);
+
+/* The limit changed (vmem_set_limit, the control file): an idle planner
+ * records again from the step's start if the step has not started yet (no
+ * allocation or free since the last step end), so that the step is planned
+ * from the last step recorded; otherwise from the next step. */
+void place_limit_changed(place_t *pl, const place_env_t *env);
+
+/* Whether the step now ending and the one before it were recorded (read
+ * before place_step_end): the block layout learns a step from both
+ * (layout.c).  True from the first step until the planner first idles. */
+static inline int place_records_complete(const place_t *pl) { return !pl->idle && pl->run >= 1; }
 
 /* 1 if the device should keep host-placed blocks on host at this step end
  * (the last step did not fit under the limit with its margin): moving them

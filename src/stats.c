@@ -195,6 +195,7 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     size_t stable_dev = v->stable_dev, stable_host = v->stable_host;
     const char *reason = v->swap_reason;
     uint64_t remap_misses = v->dev.remap_misses, remap_refused = v->dev.remap_refused;
+    uint64_t idle_steps = v->place.stats.idle_steps;
     const deferred_t *d = &v->deferred;
     unsigned long long df_frees = d->deferred, df_bytes = d->deferred_bytes,
                        df_waiting = d->dev_bytes + d->host_bytes,
@@ -260,7 +261,8 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"movedToDeviceBytes\":%llu,\"plannedSteps\":%llu,\"divergedSteps\":%llu",
             (unsigned long long)s.moved_to_device_bytes, (unsigned long long)s.planned_steps,
             (unsigned long long)s.diverged_steps);
-    jprintf(&j, ",\"naiveChosenSteps\":%llu", (unsigned long long)s.naive_chosen_steps);
+    jprintf(&j, ",\"naiveChosenSteps\":%llu,\"placementIdleSteps\":%llu",
+            (unsigned long long)s.naive_chosen_steps, (unsigned long long)idle_steps);
     jprintf(&j, ",\"deviceSyncs\":%llu,\"deviceSyncSeconds\":%.6f",
             (unsigned long long)s.device_syncs, s.device_sync_seconds);
     jprintf(&j, ",\"deviceRemaps\":%llu,\"deviceRemappedBytes\":%llu",

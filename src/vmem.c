@@ -87,7 +87,7 @@ static void place_debug(void *ctx, const place_t *pl)
              "margin %llu + %llu; "
              "rule %s%s (mean step %.4f s farthest, %.4f s largest, %.4f s swap); swaps: %zu planned, "
              "%llu out, %llu in, %llu skipped",
-             (unsigned long long)v->steps, names[pl->state < 5 ? pl->state : 0],
+             (unsigned long long)v->steps, pl->idle ? "idle (not recorded)" : names[pl->state < 5 ? pl->state : 0],
              pl->src >= 0 ? "a kept variant" : "the last step", pl->offset,
              pl->rec[pl->cur].n, pl->resyncs, (unsigned long long)pl->stats.last_plan_host_bytes,
              (unsigned long long)pl->step_placed, (unsigned long long)pl->step_heavier,
@@ -263,6 +263,7 @@ vmem_status_t vmem_create(const vmem_config_t *cfg_in, vmem_t **out)
     v->dev.host_limit = host_limit;
     /* No limit set: held over live matters more than packing (bfc.h). */
     v->dev.share_dedicated = strcmp(limit_source, "device") == 0;
+    v->device_limit = v->dev.share_dedicated ? limit : 0;
     v->cfg = cfg;
     v->control_file = dup_or_null(cfg.control_file);
     v->stats_file = dup_or_null(cfg.stats_file);
@@ -988,6 +989,8 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
     layout_stop(&v->layout);    /* and best fit only */
     deferred_settle(v);         /* a shrink sees only the program's blocks */
     vmem_status_t st = bfc_set_limit(&v->dev, bytes);
+    place_env_t env = place_env(v);
+    place_limit_changed(&v->place, &env); /* an idle planner records again */
     recorder_limit(v->recorder, bytes);
     if (v->tags && tags_limit_changed(v, bytes) == VMEM_PENDING)
         st = VMEM_PENDING; /* tagged blocks hold the rest */
@@ -1142,6 +1145,10 @@ vmem_status_t vmem_step_end(vmem_t *v)
     /* Before place_step_end: the layout reads what the planner learned. */
     layout_step_end(&v->layout, &v->place,
                     v->dev.share_dedicated && (v->dev_backend->flags & BACKEND_F_CONTIGUOUS));
+    /* Uncapped, the planner need not record every step (a cut plans from
+     * the last recorded one), unless the layout learns from the records. */
+    env.may_idle = v->device_limit && v->dev.limit >= v->device_limit &&
+                   !layout_wants_records(&v->layout);
     place_step_end(&v->place, &env);
     v->steps++;
     v->last_step_seconds = dur;

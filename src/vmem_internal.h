@@ -100,6 +100,9 @@ struct vmem {
     _Atomic int perf;
     _Atomic int stats_failing;  /* the last statistics file write failed */
     char limit_source[48];      /* where the initial limit came from (stats) */
+    size_t device_limit;        /* the limit at create when it came from the device
+                                   (no limit configured), else 0: while the limit
+                                   is not below it, the planner may idle */
 };
 
 /* Bytes in use by live blocks on device memory, and on host memory (the

@@ -410,6 +410,7 @@ static const struct row {
     {"placement", "planned steps", "plannedSteps", ROW_COUNT},
     {"placement", "diverged steps", "divergedSteps", ROW_COUNT},
     {"placement", "steps left naive", "naiveChosenSteps", ROW_COUNT},
+    {"placement", "steps not recorded", "placementIdleSteps", ROW_COUNT},
     {"placement", "plan's host bytes", "planHostBytes", ROW_SIZE},
     {"placement", "host blocks freed", "hostFreedBytes", ROW_SIZE},
     {"placement", "their life (events)", "hostLifeEvents", ROW_RATIO},

@@ -195,6 +195,18 @@ static inline vmem_stats_t stats_of(vmem_t *v)
     return s;
 }
 
+/* A counter of the statistics JSON (vmem_stats_json). */
+static inline unsigned long long json_u64(vmem_t *v, const char *key)
+{
+    char buf[16384], pat[64];
+    size_t need = 0;
+    cr_assert_eq(vmem_stats_json(v, buf, sizeof buf, &need), VMEM_OK);
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *at = strstr(buf, pat);
+    cr_assert_not_null(at, "no %s in the statistics", key);
+    return strtoull(at + strlen(pat), NULL, 10);
+}
+
 static inline vmem_location_t location_of(vmem_t *v, const void *p)
 {
     vmem_ptr_info_t info;

@@ -23,18 +23,6 @@ static vmem_t *instance(vmem_backend_kind_t kind, size_t limit)
     return create_or_die(&cfg);
 }
 
-/* A counter of the statistics JSON. */
-static unsigned long long json_u64(vmem_t *v, const char *key)
-{
-    char buf[16384], pat[64];
-    size_t need = 0;
-    cr_assert_eq(vmem_stats_json(v, buf, sizeof buf, &need), VMEM_OK);
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    const char *at = strstr(buf, pat);
-    cr_assert_not_null(at, "no %s in the statistics", key);
-    return strtoull(at + strlen(pat), NULL, 10);
-}
-
 Test(deferred, a_recorded_block_is_not_reused_while_there_is_room)
 {
     vmem_t *v = instance(VMEM_BACKEND_SIM_VMM, 64 * MiB);

@@ -234,35 +234,41 @@ static vmem_t *open_simvmm(void)
     return v;
 }
 
-/* The logits blocks (sizes in units of 64 MiB): A (4), B (4), C (8), A
- * freed, then D (8), which does not fit in A's hole.  blk gets A (freed), B,
- * C, D. */
-static void logits_blocks(vmem_t *v, uint64_t unit, char *blk[4])
+/* The logits blocks (sizes in units of 64 MiB, k = 4 unless said): A (k),
+ * B (k), C (2k), A freed, then D (2k), which does not fit in A's hole.  blk
+ * gets A (freed), B, C, D. */
+static void logits_blocks_k(vmem_t *v, uint64_t unit, uint64_t k, char *blk[4])
 {
-    blk[0] = vmem_alloc(v, 4 * unit);
-    blk[1] = vmem_alloc(v, 4 * unit);
-    blk[2] = vmem_alloc(v, 8 * unit);
+    blk[0] = vmem_alloc(v, k * unit);
+    blk[1] = vmem_alloc(v, k * unit);
+    blk[2] = vmem_alloc(v, 2 * k * unit);
     cr_assert(blk[0] && blk[1] && blk[2]);
     vmem_free(v, blk[0]);
-    blk[3] = vmem_alloc(v, 8 * unit);
+    blk[3] = vmem_alloc(v, 2 * k * unit);
     cr_assert_not_null(blk[3]);
 }
 
+static void logits_blocks(vmem_t *v, uint64_t unit, char *blk[4])
+{
+    logits_blocks_k(v, unit, 4, blk);
+}
+
 /* One step of the logits pattern: returns the span of the step's four
- * blocks' addresses (highest end - lowest start). */
-static uint64_t logits_step(vmem_t *v, uint64_t unit)
+ * blocks' addresses (highest end - lowest start): 6k units by best fit, 5k
+ * with D where A was. */
+static uint64_t logits_step_k(vmem_t *v, uint64_t unit, uint64_t k)
 {
     void *small[6];
     for (int i = 0; i < 3; i++)
         small[i] = vmem_alloc(v, 4096 + (size_t)i);
     char *blk[4];
-    logits_blocks(v, unit, blk);
+    logits_blocks_k(v, unit, k, blk);
     char *A = blk[0], *B = blk[1], *C = blk[2], *D = blk[3];
     for (int i = 3; i < 6; i++)
         small[i] = vmem_alloc(v, 8192 + (size_t)i);
-    char *lo = A, *hi = A + 4 * unit;
+    char *lo = A, *hi = A + k * unit;
     char *p[] = {B, C, D};
-    uint64_t s[] = {4 * unit, 8 * unit, 8 * unit};
+    uint64_t s[] = {k * unit, 2 * k * unit, 2 * k * unit};
     for (int i = 0; i < 3; i++) {
         if (p[i] < lo)
             lo = p[i];
@@ -278,6 +284,8 @@ static uint64_t logits_step(vmem_t *v, uint64_t unit)
     vmem_step_end(v);
     return (uint64_t)(hi - lo);
 }
+
+static uint64_t logits_step(vmem_t *v, uint64_t unit) { return logits_step_k(v, unit, 4); }
 
 /* Best fit leaves A's hole below C and puts D above (a span of 24 units);
  * the plan puts D where A was (20 units, the live peak of the four). */
@@ -356,6 +364,46 @@ Test(layout, steps_that_differ)
     for (int step = 0; step < 4; step++)
         span = logits_step(v, unit);
     cr_assert_eq(span, 20 * unit, "the first sequence is learned again");
+    vmem_destroy(v);
+}
+
+/* The placement planner leaves steps unrecorded once the layout follows a
+ * kept plan (no limit; placement.h, place_t.idle).  A step that changes
+ * while it idles is learned all the same: the layout waits for two
+ * recorded steps (the planner records again for it), then plans. */
+Test(layout, a_step_changed_while_the_planner_idles_is_learned)
+{
+    const uint64_t unit = 64 * U;
+    vmem_t *v = open_simvmm();
+    void *w = vmem_alloc(v, 100 * U);
+    uint64_t span = 0;
+    for (int step = 0; step < 6; step++)
+        span = logits_step(v, unit);
+    cr_assert_eq(span, 20 * unit);
+    cr_assert(v->place.idle, "the planner idles while the layout follows its plan");
+    cr_assert_gt(v->place.stats.idle_steps, 0);
+    uint64_t plans = v->layout.stats.plans;
+    /* Another step (k = 3: 18 units by best fit, 15 planned). */
+    int learned = -1, deferred = 0;
+    for (int step = 0; step < 8 && learned < 0; step++) {
+        /* (read before the step ends: neither changes inside a step) */
+        int complete = place_records_complete(&v->place);
+        if (logits_step_k(v, unit, 3) == 15 * unit)
+            learned = step;
+        if (v->layout.state == LAYOUT_MATCH)
+            cr_assert(complete, "step %d: matched from a step the planner did not record, or "
+                      "without the frees of the blocks carried into it", step);
+        else
+            deferred += v->layout.want_records;
+    }
+    cr_assert_geq(deferred, 1, "the layout waited for the planner's records");
+    cr_assert_geq(learned, 0, "the changed step is learned");
+    cr_assert_leq(learned, 3, "in the fourth step (%d)", learned);
+    cr_assert_gt(v->layout.stats.plans, plans);
+    for (int step = 0; step < 20; step++)
+        cr_assert_eq(logits_step_k(v, unit, 3), 15 * unit, "and followed (step %d)", step);
+    cr_assert(v->place.idle, "the planner idles again");
+    vmem_free(v, w);
     vmem_destroy(v);
 }
 

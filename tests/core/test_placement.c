@@ -361,6 +361,72 @@ Test(placement, repeating_step_sim_vmm) { check_repeating(VMEM_BACKEND_SIM_VMM);
 
 Test(placement, repeating_step_sim) { check_repeating(VMEM_BACKEND_SIM); }
 
+/* No limit but the device's: the planner records two steps in a row that
+ * fit, then leaves the next fourteen unrecorded (placementIdleSteps).  A cut
+ * between two steps while it idles plans the next step from the last step
+ * recorded, as a cut of a job recorded at every step does; a cut in the
+ * middle of an idle step leaves that step's rest naive, and the next step
+ * plans.  Raised back to the device's limit, the planner idles again. */
+static void check_idle_then_cut(int mid_step)
+{
+    job_t up = {.layers = 12, .act = 24 * MiB, .tmp = 8 * MiB}, naive = up;
+    job_open(&up, VMEM_BACKEND_SIM, VMEM_PLACEMENT_PLANNED, 0);
+    job_open(&naive, VMEM_BACKEND_SIM, VMEM_PLACEMENT_NAIVE, 200 * MiB);
+    for (int s = 0; s < 20; s++)
+        cr_assert_eq(job_step(&up, up.act), 0);
+    cr_assert_eq(json_u64(up.v, "placementIdleSteps"), 16, "steps 3 to 16, 19 and 20");
+    cr_assert(up.v->place.idle, "step 21 starts unrecorded");
+    uint64_t n = 0;
+    for (int s = 0; s < 3; s++)
+        n = job_step(&naive, naive.act);
+    vmem_stats_t st0 = stats_of(up.v);
+    if (mid_step) { /* a cut after the step's first allocation */
+        void *t = vmem_alloc(up.v, up.tmp);
+        cr_assert_not_null(t);
+        cr_assert_eq(vmem_set_limit(up.v, 200 * MiB, NULL), VMEM_OK);
+        cr_assert(up.v->place.idle, "the rest of the step stays unrecorded");
+        cr_assert_eq(vmem_free(up.v, t), VMEM_OK);
+        uint64_t rest = job_step(&up, up.act);
+        cr_assert_gt(rest, 0, "naive placement spills under the cut");
+        cr_assert_eq(stats_of(up.v).planned_steps, st0.planned_steps);
+        cr_assert_not(up.v->place.idle);
+        st0 = stats_of(up.v);
+    } else {
+        cr_assert_eq(vmem_set_limit(up.v, 200 * MiB, NULL), VMEM_OK);
+        cr_assert_not(up.v->place.idle, "a cut before the step's first allocation records it");
+    }
+    uint64_t idle = json_u64(up.v, "placementIdleSteps");
+    for (int s = 0; s < 4; s++) {
+        uint64_t p = job_step(&up, up.act);
+        cr_assert_leq(2 * p, n, "step %d under the cut: planned %llu bytes on host, naive %llu", s,
+                      (unsigned long long)p, (unsigned long long)n);
+    }
+    vmem_stats_t st = stats_of(up.v);
+    cr_assert_eq(st.planned_steps, st0.planned_steps + 4, "every step under the cut planned");
+    cr_assert_gt(st.placed_host_bytes, st0.placed_host_bytes);
+    cr_assert_eq(st.fallback_bytes, 0);
+    cr_assert_eq(json_u64(up.v, "placementIdleSteps"), idle, "under a cut every step is recorded");
+    /* Raised back: two recorded steps that fit, then idle again. */
+    cr_assert_eq(vmem_set_limit(up.v, up.v->device_limit, NULL), VMEM_OK);
+    for (int s = 0; s < 5; s++)
+        job_step(&up, up.act);
+    cr_assert_eq(json_u64(up.v, "placementIdleSteps"), idle + 3,
+                 "after the raise: two steps recorded (they fit), three idle");
+    cr_assert_eq(stats_of(up.v).host_in_use, 0);
+    job_close(&up);
+    job_close(&naive);
+}
+
+Test(placement, an_uncapped_job_idles_and_a_cut_between_steps_plans_at_once)
+{
+    check_idle_then_cut(0);
+}
+
+Test(placement, an_uncapped_job_idles_and_a_cut_inside_a_step_plans_from_the_next)
+{
+    check_idle_then_cut(1);
+}
+
 Test(placement, a_step_left_naive_places_nothing_by_plan_and_the_next_plans_again)
 {
     /* vmem_step_naive: the rest of the step goes by naive placement. */
