@@ -1360,6 +1360,24 @@ void place_note_short(place_t *pl, uint64_t size, uint64_t dev_in_use, uint64_t 
     pl->step_short += lack < size ? lack : size;
 }
 
+/* The step is too long to record (PLACE_MAX_ITEMS allocations, or no
+ * memory for more): what it recorded goes now (unusable as a plan), and the
+ * rest of the step is idle (naive, nothing recorded: the inline notes keep
+ * the totals only), so a job that never ends a step pays the record's cost
+ * for its first PLACE_MAX_ITEMS allocations only.  The last step recorded
+ * stays the source; the next step is recorded. */
+static void record_overflow(place_t *pl, place_record_t *r)
+{
+    record_drop(r);
+    r->overflow = 1;
+    r->nevents++;
+    pl->idle = 1;
+    pl->idle_left = 0;
+    pl->state = PLACE_ST_LEARN;
+    pl->nmoves = 0;
+    pl->due_lo = pl->due_hi = 0;
+}
+
 void place_note_alloc_slow(place_t *pl, uint64_t req, uint64_t size, uintptr_t stream, int arena,
                            uint64_t seq, uintptr_t addr, int on_host, unsigned decided)
 {
@@ -1379,18 +1397,14 @@ void place_note_alloc_slow(place_t *pl, uint64_t req, uint64_t size, uintptr_t s
         pl->step_naive += size;
     }
     if (r->overflow || r->n == PLACE_MAX_ITEMS) {
-        if (!r->overflow)
-            record_drop(r); /* unusable as a plan: its memory goes now */
-        r->overflow = 1;
-        r->nevents++;
+        record_overflow(pl, r);
         return;
     }
     if (r->n == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 1024;
         place_item_t *ni = realloc(r->items, cap * sizeof *ni);
         if (!ni) {
-            r->overflow = 1;
-            r->nevents++;
+            record_overflow(pl, r);
             return;
         }
         r->items = ni;

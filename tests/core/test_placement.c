@@ -1129,9 +1129,14 @@ Test(placement, unbounded_step_keeps_no_metadata)
     const place_record_t *r = &j.v->place.rec[j.v->place.cur];
     cr_assert(r->overflow, "the record stopped at its bound");
     cr_assert(r->items == NULL && r->cap == 0 && r->seqs[0].map == NULL, "and kept nothing");
+    cr_assert(j.v->place.idle, "the rest of the step is not recorded");
     cr_assert_eq(vmem_step_end(j.v), VMEM_OK);
+    cr_assert_eq(json_u64(j.v, "placementIdleSteps"), 1);
+    cr_assert_not(j.v->place.idle, "the next step is recorded");
     job_step(&j, j.act);
     job_step(&j, j.act);
+    cr_assert_eq(json_u64(j.v, "placementIdleSteps"), 1, "under a limit every step is recorded");
+    cr_assert_gt(j.v->place.rec[!j.v->place.cur].n, 0, "recorded, the last step is a source");
     cr_assert_eq(vmem_check(j.v), VMEM_OK);
     job_close(&j);
 }
