@@ -353,9 +353,15 @@ static size_t map_slot(const bfc_map_t *m, uintptr_t key)
 
 static int map_init(bfc_map_t *m, size_t cap)
 {
-    m->slots = calloc(cap, sizeof *m->slots);
-    if (!m->slots)
+    m->keys = calloc(cap, sizeof *m->keys);
+    m->vals = calloc(cap, sizeof *m->vals);
+    if (!m->keys || !m->vals) {
+        free(m->keys);
+        free(m->vals);
+        m->keys = NULL;
+        m->vals = NULL;
         return -1;
+    }
     m->cap = cap;
     m->count = 0;
     m->shift = 64u - (unsigned)__builtin_ctzll(cap);
@@ -366,9 +372,9 @@ static bfc_chunk_t *map_get(const bfc_map_t *m, uintptr_t key)
 {
     size_t mask = m->cap - 1;
     for (size_t i = map_slot(m, key);; i = (i + 1) & mask) {
-        if (m->slots[i].key == key)
-            return m->slots[i].val;
-        if (m->slots[i].key == 0)
+        if (m->keys[i] == key)
+            return m->vals[i];
+        if (m->keys[i] == 0)
             return NULL;
     }
 }
@@ -377,9 +383,10 @@ static void map_put_nogrow(bfc_map_t *m, uintptr_t key, bfc_chunk_t *val)
 {
     size_t mask = m->cap - 1;
     size_t i = map_slot(m, key);
-    while (m->slots[i].key != 0)
+    while (m->keys[i] != 0)
         i = (i + 1) & mask;
-    m->slots[i] = (bfc_map_slot_t){key, val};
+    m->keys[i] = key;
+    m->vals[i] = val;
     m->count++;
 }
 
@@ -390,9 +397,10 @@ static __attribute__((noinline, cold)) int map_grow(bfc_map_t *m)
     if (map_init(&n, m->cap * 2) != 0)
         return -1;
     for (size_t i = 0; i < m->cap; i++)
-        if (m->slots[i].key)
-            map_put_nogrow(&n, m->slots[i].key, m->slots[i].val);
-    free(m->slots);
+        if (m->keys[i])
+            map_put_nogrow(&n, m->keys[i], m->vals[i]);
+    free(m->keys);
+    free(m->vals);
     *m = n;
     return 0;
 }
@@ -410,26 +418,28 @@ static bfc_chunk_t *map_del(bfc_map_t *m, uintptr_t key)
 {
     size_t mask = m->cap - 1;
     size_t i = map_slot(m, key);
-    while (m->slots[i].key != key) {
-        if (m->slots[i].key == 0)
+    while (m->keys[i] != key) {
+        if (m->keys[i] == 0)
             return NULL;
         i = (i + 1) & mask;
     }
-    bfc_chunk_t *val = m->slots[i].val;
+    bfc_chunk_t *val = m->vals[i];
     size_t j = i;
     for (;;) {
         j = (j + 1) & mask;
-        if (m->slots[j].key == 0)
+        if (m->keys[j] == 0)
             break;
-        size_t home = map_slot(m, m->slots[j].key);
+        size_t home = map_slot(m, m->keys[j]);
         /* Move j back to i if its home is not in (i, j]. */
         int in_between = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
         if (!in_between) {
-            m->slots[i] = m->slots[j];
+            m->keys[i] = m->keys[j];
+            m->vals[i] = m->vals[j];
             i = j;
         }
     }
-    m->slots[i] = (bfc_map_slot_t){0, NULL};
+    m->keys[i] = 0;
+    m->vals[i] = NULL;
     m->count--;
     return val;
 }
@@ -1118,7 +1128,8 @@ size_t bfc_fini(bfc_arena_t *a)
     for (size_t i = 0; i < a->nslabs; i++)
         free(a->slabs[i]);
     free(a->slabs);
-    free(a->live.slots);
+    free(a->live.keys);
+    free(a->live.vals);
     free(a->hostmap);
     memset(a, 0, sizeof *a);
     return live;

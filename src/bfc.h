@@ -82,16 +82,11 @@ typedef struct bfc_region {
                                         bfc_arena_t.share_dedicated) */
 } bfc_region_t;
 
-/* Open-addressing map from a live chunk's address to the chunk.  A key
- * and its value share a slot (one cache line read per probe, not two).
+/* Open-addressing map from a live chunk's address to the chunk.
  * Invariant: count <= cap / 2; empty slots have key 0. */
-typedef struct bfc_map_slot {
-    uintptr_t key;
-    bfc_chunk_t *val;
-} bfc_map_slot_t;
-
 typedef struct bfc_map {
-    bfc_map_slot_t *slots;
+    uintptr_t *keys;
+    bfc_chunk_t **vals;
     size_t cap;   /* power of two */
     size_t count;
     unsigned shift;
