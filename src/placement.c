@@ -573,7 +573,7 @@ void place_init(place_t *pl, int plans, int rule)
     pl->rule = rule >= 0 && rule < PLACE_NRULES ? rule : PLACE_RULE_FARTHEST;
     pl->margin = 4 * MiB;
     pl->src = -1;
-    pl->run = 1; /* the first step's end sees complete records (nothing idled) */
+    pl->recorded_before = 1; /* the first step's end sees complete records */
 }
 
 void place_set_auto(place_t *pl, unsigned rules)
@@ -1371,8 +1371,7 @@ static void record_overflow(place_t *pl, place_record_t *r)
     record_drop(r);
     r->overflow = 1;
     r->nevents++;
-    pl->idle = 1;
-    pl->idle_left = 0;
+    pl->idle = 1; /* the rest of this step; the next is recorded */
     pl->state = PLACE_ST_LEARN;
     pl->nmoves = 0;
     pl->due_lo = pl->due_hi = 0;
@@ -1575,6 +1574,13 @@ static void step_begin(place_t *pl, const place_env_t *env)
     pl->state = last->n && !last->overflow ? PLACE_ST_MATCH : PLACE_ST_LEARN;
 }
 
+/* Recording resumes with the step that starts now. */
+static void recording_resume(place_t *pl, const place_env_t *env)
+{
+    pl->idle = 0;
+    step_begin(pl, env);
+}
+
 /* The end of a step that was not recorded: the next is idle too while
  * nothing needs it recorded, the count lasts and the step fitted (its peak
  * under the limit, nothing spilled); else recording resumes.  The record
@@ -1585,29 +1591,25 @@ static void idle_step_end(place_t *pl, const place_env_t *env)
 {
     place_record_t *r = &pl->rec[pl->cur];
     pl->stats.idle_steps++;
-    pl->run = 0;
-    int again = env->may_idle && pl->idle_left > 1 && !pl->step_naive && fits(pl, r, env->limit);
+    pl->recorded_before = 0;
+    int again = env->may_idle && pl->idle > 1 && !pl->step_naive && fits(pl, r, env->limit);
     if (pl->debug)
         pl->debug(pl->debug_ctx, pl);
     pl->step_naive = 0;
     if (again) {
-        pl->idle_left--;
+        pl->idle--;
         r->nevents = 0;
         r->peak_total = pl->live_total;
         return;
     }
-    pl->idle = 0;
-    pl->idle_left = 0;
-    step_begin(pl, env);
+    recording_resume(pl, env);
 }
 
 void place_limit_changed(place_t *pl, const place_env_t *env)
 {
     if (!pl->idle || pl->rec[pl->cur].nevents)
         return; /* recording, or the rest of the step stays unrecorded (naive) */
-    pl->idle = 0;
-    pl->idle_left = 0;
-    step_begin(pl, env);
+    recording_resume(pl, env);
 }
 
 void place_step_end(place_t *pl, const place_env_t *env)
@@ -1675,12 +1677,11 @@ void place_step_end(place_t *pl, const place_env_t *env)
     if (tight)
         variant_keep(pl, r, last, same);
     step_begin(pl, env);
-    pl->run++;
+    pl->recorded_before = 1;
     pl->quiet = quiet ? pl->quiet + 1 : 0;
     if (pl->quiet >= PLACE_QUIET_STEPS) { /* the next steps go unrecorded */
         pl->quiet = 0;
-        pl->idle = 1;
-        pl->idle_left = PLACE_IDLE_STEPS;
+        pl->idle = PLACE_IDLE_STEPS;
         pl->state = PLACE_ST_LEARN;
     }
 }

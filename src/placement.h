@@ -283,10 +283,11 @@ struct place {
      * recording resumes; rec[!cur], the last step recorded, stays the
      * plan's source meanwhile (docs/placement.md, "An uncapped job records
      * two steps in sixteen"). */
-    int idle;                 /* the step in progress is not recorded */
-    unsigned idle_left;       /* idle steps left, this one included */
+    unsigned idle;            /* idle steps left, the one in progress included
+                                 (0: the step in progress is recorded) */
     unsigned quiet;           /* recorded steps in a row that fitted */
-    unsigned run;             /* recorded steps in a row that ended (1 at the start) */
+    int recorded_before;      /* the step before the one in progress was
+                                 recorded (1 at the start) */
     /* Called at each step end before the record closes (diagnostics). */
     void (*debug)(void *ctx, const struct place *pl);
     void *debug_ctx;
@@ -447,7 +448,10 @@ void place_limit_changed(place_t *pl, const place_env_t *env);
 /* Whether the step now ending and the one before it were recorded (read
  * before place_step_end): the block layout learns a step from both
  * (layout.c).  True from the first step until the planner first idles. */
-static inline int place_records_complete(const place_t *pl) { return !pl->idle && pl->run >= 1; }
+static inline int place_records_complete(const place_t *pl)
+{
+    return !pl->idle && pl->recorded_before;
+}
 
 /* 1 if the device should keep host-placed blocks on host at this step end
  * (the last step did not fit under the limit with its margin): moving them

@@ -87,7 +87,8 @@ static void place_debug(void *ctx, const place_t *pl)
              "margin %llu + %llu; "
              "rule %s%s (mean step %.4f s farthest, %.4f s largest, %.4f s swap); swaps: %zu planned, "
              "%llu out, %llu in, %llu skipped",
-             (unsigned long long)v->steps, pl->idle ? "idle (not recorded)" : names[pl->state < 5 ? pl->state : 0],
+             (unsigned long long)v->steps,
+             pl->idle ? "idle (not recorded)" : names[pl->state < 5 ? pl->state : 0],
              pl->src >= 0 ? "a kept variant" : "the last step", pl->offset,
              pl->rec[pl->cur].n, pl->resyncs, (unsigned long long)pl->stats.last_plan_host_bytes,
              (unsigned long long)pl->step_placed, (unsigned long long)pl->step_heavier,
