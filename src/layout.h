@@ -98,8 +98,12 @@ typedef struct layout {
     uint64_t clock;          /* steps seen */
     unsigned wait, backoff;  /* steps left before matching again; its next value */
     unsigned unreused;       /* plans made since a step last started on a kept one */
-    int want_records;        /* the next step would match, but the planner left
-                                the last steps unrecorded (place_t.idle) */
+    int want_records;        /* the next step matches, but the planner left the
+                                last steps unrecorded (place_t.idle): against
+                                the last step recorded, without the carried
+                                blocks' frees */
+    int guessed;             /* the plan followed in this step was made so (a
+                                divergence then sets no wait) */
     /* matching */
     place_cands_t cand;
     size_t mk;

@@ -369,8 +369,13 @@ Test(layout, steps_that_differ)
 
 /* The placement planner leaves steps unrecorded once the layout follows a
  * kept plan (no limit; placement.h, place_t.idle).  A step that changes
- * while it idles is learned all the same: the layout waits for two
- * recorded steps (the planner records again for it), then plans. */
+ * while it idles is learned all the same: the layout matches at once
+ * against the last step recorded, without the carried blocks' frees where
+ * the planner's records are not complete (the planner records again for
+ * it); a plan so made that the step leaves sets no wait, and the step just
+ * recorded is matched next.  Waiting for two recorded steps instead learned
+ * it in the fourth step, and cost BERT's replay a step without a plan (held
+ * over live 1.088, not 1.021): the test fails with that wait. */
 Test(layout, a_step_changed_while_the_planner_idles_is_learned)
 {
     const uint64_t unit = 64 * U;
@@ -384,21 +389,19 @@ Test(layout, a_step_changed_while_the_planner_idles_is_learned)
     cr_assert_gt(v->place.stats.idle_steps, 0);
     uint64_t plans = v->layout.stats.plans;
     /* Another step (k = 3: 18 units by best fit, 15 planned). */
-    int learned = -1, deferred = 0;
+    int learned = -1, incomplete = 0;
     for (int step = 0; step < 8 && learned < 0; step++) {
-        /* (read before the step ends: neither changes inside a step) */
-        int complete = place_records_complete(&v->place);
         if (logits_step_k(v, unit, 3) == 15 * unit)
             learned = step;
-        if (v->layout.state == LAYOUT_MATCH)
-            cr_assert(complete, "step %d: matched from a step the planner did not record, or "
-                      "without the frees of the blocks carried into it", step);
-        else
-            deferred += v->layout.want_records;
+        if (v->layout.state == LAYOUT_MATCH && v->layout.want_records) {
+            incomplete++;
+            cr_assert_eq(v->layout.ncarry, 0, "step %d: carried frees from records that are "
+                         "not complete", step);
+        }
     }
-    cr_assert_geq(deferred, 1, "the layout waited for the planner's records");
+    cr_assert_geq(incomplete, 1, "matched from the last step recorded");
     cr_assert_geq(learned, 0, "the changed step is learned");
-    cr_assert_leq(learned, 3, "in the fourth step (%d)", learned);
+    cr_assert_leq(learned, 2, "by the third step (%d)", learned);
     cr_assert_gt(v->layout.stats.plans, plans);
     for (int step = 0; step < 20; step++)
         cr_assert_eq(logits_step_k(v, unit, 3), 15 * unit, "and followed (step %d)", step);
@@ -468,14 +471,19 @@ Test(layout, carry_learned_only_for_a_plan)
             vmem_free(v, blk[i]);
         for (int i = 0; i < 3; i++)
             vmem_free(v, small[i]);
-        carried = vmem_alloc(v, (step < 5 ? 2 : 3) * unit); /* step 6: a new live set */
+        /* step 3 (the planner still records) and step 7 (it idles): a new
+         * live set each */
+        carried = vmem_alloc(v, (size_t)(step < 2 ? 2 : step < 6 ? 3 : 4) * unit);
         cr_assert_not_null(carried);
         cr_assert_eq(vmem_check(v), VMEM_OK);
         layout_carry_t want[8];
         size_t n = carry_expected(v, want, 8);
         cr_assert_leq(n, 8);
         vmem_step_end(v);
-        if (v->layout.state == LAYOUT_MATCH) {
+        if (v->layout.state == LAYOUT_MATCH && v->layout.want_records) {
+            /* matched from records that are not complete: nothing carried */
+            cr_assert_eq(v->layout.ncarry, 0, "step %d: carried frees of an unrecorded step", step);
+        } else if (v->layout.state == LAYOUT_MATCH) {
             cr_assert_eq(v->layout.ncarry, n, "step %d: %zu carried, %zu expected", step,
                          v->layout.ncarry, n);
             for (size_t i = 0; i < n; i++) {
