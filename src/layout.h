@@ -180,10 +180,10 @@ void layout_stop(layout_t *lo);
 void layout_step_end(layout_t *lo, const place_t *pl, int active);
 
 /* After layout_step_end: the next step needs the planner's record (it
- * matches the last step's, or waits for two recorded steps to match). */
+ * matches the last step's; want_records is set only with LAYOUT_MATCH). */
 static inline int layout_wants_records(const layout_t *lo)
 {
-    return lo->state == LAYOUT_MATCH || lo->want_records;
+    return lo->state == LAYOUT_MATCH;
 }
 
 /* The plan computation on its own (exposed for the tests).  Places the
