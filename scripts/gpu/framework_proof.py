@@ -20,8 +20,13 @@ Parts (each in its own process, logs and JSON under $OUT):
      with bytes spilled;
   5  examples/train_mlp (cuBLAS on the vtable allocator) trains and its loss
      falls, with and without a limit that spills;
-  6  with two or more GPUs only: two-rank DDP (NCCL) on libvmem, the limit of
-     rank 1 cut mid-run, no failure.
+  6  two-rank DDP on libvmem, the limit of rank 1 cut to half its peak
+     mid-run: both ranks finish, and their parameters end bitwise equal to
+     each other and to those of the same run without the cut.
+     With two or more GPUs, NCCL and a GPU per rank; with one GPU, both
+     ranks on it with the gloo backend (NCCL refuses two ranks on one
+     device): DDP's hooks, buckets and allreduce on libvmem memory under a
+     cut, not NCCL's transport.
 The summary table is printed last.  Exit status 0 iff every part that ran
 passed.  Environment: OUT (default /tmp/vmem-proof), VMEM_LIBRARY, BUILD
 (build dir with examples/ and tools/, default build-gpu), VMEM_TEST_LD (a
@@ -384,16 +389,17 @@ def worker_cupy(a):
 # --------------------------------------------------------------------------
 
 def ddp_rank(rank, world, a, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29517")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29518" if a.ddp_uncut else "29517")
     L = load_libvmem()
     import torch
     import torch.distributed as dist
     L.install_torch(step_hook=False)  # before set_device: CUDA's lazy init fixes the allocator
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world)
+    dev = 0 if a.ddp_one_gpu else rank
+    torch.cuda.set_device(dev)
+    dist.init_process_group("gloo" if a.ddp_one_gpu else "nccl", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(8)]).cuda()
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev])
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
     rec = {"rank": rank, "losses": [], "ok": False}
     try:
@@ -404,12 +410,20 @@ def ddp_rank(rank, world, a, out):
             loss.backward()
             opt.step()
             rec["losses"].append(loss.item())
-            if rank == 1 and step == 9:
-                peak = L.stats(rank)["devicePeakInUse"]
+            if rank == 1 and step == 9 and not a.ddp_uncut:
+                peak = L.stats(dev)["devicePeakInUse"]
                 rec["cut"] = peak // 2
-                L.set_limit(peak // 2, device=rank)
-            L.step_end(rank)
-        rec["stats"] = L.stats(rank)
+                L.set_limit(peak // 2, device=dev)
+            L.step_end(dev)
+        rec["stats"] = L.stats(dev)
+        # DDP keeps the replicas equal: the same averaged gradients, the
+        # same update.  A cut rank whose spilled blocks lost or mixed up
+        # data would drift from the other.
+        import hashlib
+        h = hashlib.sha256()
+        for prm in model.parameters():
+            h.update(prm.detach().float().cpu().numpy().tobytes())
+        rec["params_sha256"] = h.hexdigest()
         off = L.offload_stats()  # the saved tensor offload (on by default) under DDP
         rec["offload"] = {k: off.get(k) for k in ("installed", "offloaded_bytes",
                                                   "prefetched_bytes", "late_fetch_bytes",
@@ -428,7 +442,9 @@ def worker_ddp(a):
     for r in range(2):
         with open(os.path.join(OUT, "part6-rank%d.json" % r)) as f:
             ranks.append(json.load(f))
-    write_json(a.result, {"ok": all(r["ok"] for r in ranks), "ranks": ranks})
+    same = len({r.get("params_sha256") for r in ranks}) == 1
+    write_json(a.result, {"ok": all(r["ok"] for r in ranks) and same, "params_equal": same,
+                          "ranks": ranks})
     return 0
 
 
@@ -704,17 +720,36 @@ def main_orchestrate(a):
                          "PASS" if r["ok"] else "FAIL"))
 
     if 6 in parts:
-        if ngpu >= 2:
-            r = run_worker("part6-ddp", ["ddp"], vm_env, timeout=300)
+        if ngpu >= 1 and not a.dry_cpu:
+            one = ngpu < 2
+            w = ["ddp"] + (["--ddp-one-gpu"] if one else [])
+            ref = run_worker("part6-ddp-uncut", w + ["--ddp-uncut"], vm_env, timeout=300)
+            r = run_worker("part6-ddp", w, vm_env, timeout=300)
+            # The cut run must end with the uncut run's parameters, bit for
+            # bit (same seeds, same shapes, same reduction order): a rank
+            # whose spilled blocks lost data would change the averaged
+            # gradients, which equal replicas alone would not show.
+            h_ref = {x.get("params_sha256") for x in ref.get("ranks") or []}
+            h_cut = {x.get("params_sha256") for x in r.get("ranks") or []}
+            r["params_equal_uncut"] = len(h_ref) == 1 and h_ref == h_cut
+            r["ok"] = bool(r.get("ok") and ref.get("ok") and r["params_equal_uncut"])
             summary["parts"]["6"] = r
+            summary["parts"]["6-uncut"] = ref
             o1 = ((r.get("ranks") or [{}, {}])[1].get("offload") or {})
-            rows.append(("6 DDP 2 GPUs", "limit of rank 1 cut to half its peak at step 10",
-                         "ok; rank 1's saved tensor offload: %.2f GB out in %s steps" % (
-                             (o1.get("offloaded_bytes") or 0) / 1e9, o1.get("steps_active"))
-                         if r.get("ok") else (r.get("error") or "failed"),
+            s1 = ((r.get("ranks") or [{}, {}])[1].get("stats") or {})
+            res = r.get("error") or "failed"
+            if r.get("ranks") and all(x.get("ok") for x in r["ranks"]):
+                res = "params %s; rank 1: %.2f GB spilled, offload %.2f GB out in %s steps" % (
+                    "equal across ranks and to an uncut run" if r["params_equal_uncut"] else
+                    "equal across ranks, NOT to an uncut run" if r.get("params_equal") else
+                    "DIFFER across ranks",
+                    (s1.get("spilledBytes") or 0) / 1e9,
+                    (o1.get("offloaded_bytes") or 0) / 1e9, o1.get("steps_active"))
+            rows.append(("6 DDP 1 GPU, gloo" if one else "6 DDP 2 GPUs",
+                         "limit of rank 1 cut to half its peak at step 10", res,
                          "PASS" if r.get("ok") else "FAIL"))
         else:
-            rows.append(("6 DDP 2 GPUs", "needs two GPUs", "this machine has %d" % ngpu, "SKIP"))
+            rows.append(("6 DDP", "needs a GPU", "this machine has %d" % ngpu, "SKIP"))
 
     summary["wall_s"] = round(time.time() - t_start, 1)
     write_json(os.path.join(OUT, "framework_proof.json"), summary)
@@ -751,6 +786,10 @@ def parse():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--cut", action="store_true")
     p.add_argument("--cut-bytes", type=int, default=0)
+    p.add_argument("--ddp-one-gpu", action="store_true",
+                   help="part 6 worker: both ranks on GPU 0 with the gloo backend")
+    p.add_argument("--ddp-uncut", action="store_true",
+                   help="part 6 worker: no cut (the reference the cut run must equal)")
     p.add_argument("--control-file")
     p.add_argument("--result")
     a = p.parse_args()
