@@ -11,6 +11,11 @@ KIND:
   struct  every step drops a random third of its layers (same sizes)
   mixed   vary and struct together
   infer   requests of random size, no repeating structure
+  persist repeat, with the gradients made in the backward pass (one per
+          layer) and kept until the next step starts (zero_grad with
+          set_to_none at the top of the loop): blocks live across step ends
+  dbuf    repeat, with a buffer made at the start of each step whose
+          previous copy is freed only after the new one, mid-forward
 A step: per layer an activation saved for the backward pass, a temporary
 freed at once, sometimes a second saved tensor; logits and their gradient;
 the backward frees the saved tensors in reverse with a temporary each; the
@@ -28,7 +33,7 @@ def main():
         sys.exit(__doc__)
     kind, seed, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     marks = not (len(sys.argv) == 5 and sys.argv[4] == "nosteps")
-    if kind not in ("repeat", "accum", "vary", "struct", "mixed", "infer"):
+    if kind not in ("repeat", "accum", "vary", "struct", "mixed", "infer", "persist", "dbuf"):
         sys.exit(__doc__)
     R = random.Random(seed)
     MiB = 1 << 20
@@ -60,6 +65,8 @@ def main():
     opt = []
     iters = R.randint(5, 9)
     accum = R.randint(2, 4) if kind == "accum" else 1
+    grads, buf = [], [None]
+    bsz = rsz(8 * MiB, 128 * MiB) if kind == "dbuf" else 0  # no draw for the other kinds
 
     def micro_batch(sc, drop):
         saved = []
@@ -75,8 +82,10 @@ def main():
         logits = alloc(max(512, int(sum(act) * sc / 4)))
         grad = alloc(max(512, int(sum(act) * sc / 4)))
         free(logits)
-        for x in reversed(saved):
+        for i, x in enumerate(reversed(saved)):
             g = alloc(max(512, live[x] // 2))
+            if kind == "persist" and i < layers:
+                grads.append(alloc(wsz[layers - 1 - i]))
             free(x)
             free(g)
         free(grad)
@@ -85,6 +94,11 @@ def main():
         sc = R.choice([0.5, 0.75, 1.0, 1.25, 1.5]) if kind in ("vary", "mixed") else 1.0
         drop = set(R.sample(range(layers), R.randint(0, layers // 3))) \
             if kind in ("struct", "mixed") else set()
+        if kind == "persist":
+            while grads:
+                free(grads.pop())
+        if kind == "dbuf":
+            old, buf[0] = buf[0], alloc(bsz)
         if kind == "infer":
             for _ in range(R.randint(1, 4)):
                 sc, xs = R.uniform(0.2, 1.5), []
@@ -95,12 +109,15 @@ def main():
                 for x in xs:
                     free(x)
         else:
-            for _ in range(accum):
+            for m in range(accum):
                 micro_batch(sc, drop)
+                if kind == "dbuf" and m == 0 and old is not None:
+                    free(old)
             if not opt:
                 opt = [alloc(2 * s) for s in wsz]
-            for g in [alloc(s) for s in wsz]:
-                free(g)
+            if kind != "persist":
+                for g in [alloc(s) for s in wsz]:
+                    free(g)
         if marks:
             ev.append(f"s {clock[0]}")
     hdr = {"workload": f"synth-{kind}-{seed}", "iters": iters, "streams": 1,

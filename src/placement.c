@@ -899,6 +899,12 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
              * live now is this item's, wrapping into the cycle. */
             end[k] = (uint64_t)len + it->wrap;
             carried += it->dev_end;
+        } else if (pl->src < 0 && off + k < pl->wrap_n && pl->wrap[off + k] != PLACE_OPEN) {
+            /* Its copy of the last step was freed already in this step
+             * (before the plan: gradients let go at the top of the loop):
+             * where seen, not guessed. */
+            end[k] = (uint64_t)len + pl->wrap[off + k];
+            carried += it->dev_end;
         } else {
             /* Not known to be freed (optimizer state, or not learned yet):
              * the block live now stays where it is, in the base, and a new
