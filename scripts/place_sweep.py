@@ -62,7 +62,7 @@ def main():
                             bad.append((seed, frac, i, round(r, 2)))
             med = statistics.median(ratios) if ratios else 0.0
             print(f"{kind:8s} steps {total:4d} worse {worse:3d} max {largest:.2f} "
-                  f"median {med:.2f} total p/n {sum_p / max(sum_n, 1):.3f}  {bad[:80]}")
+                  f"median {med:.2f} total p/n {sum_p / max(sum_n, 1):.3f}  {bad[:12]}")
 
 
 main()
