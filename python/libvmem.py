@@ -61,8 +61,13 @@ def _candidates():
     for name in ("libvmem.so.0", "libvmem.so"):
         yield os.path.join(here, name)
     root = os.path.dirname(here)
-    built = glob.glob(os.path.join(root, "build*", "src", "libvmem.so"))
-    for path in sorted(built, key=os.path.getmtime, reverse=True):  # newest build first
+    built = []
+    for path in glob.glob(os.path.join(root, "build*", "src", "libvmem.so")):
+        try:  # a build that links libvmem.so but has not built it (a dangling link): skipped
+            built.append((os.path.getmtime(path), path))
+        except OSError:
+            continue
+    for _, path in sorted(built, reverse=True):  # newest build first
         yield path
     found = ctypes.util.find_library("vmem")
     for name in ("libvmem.so.0", "libvmem.so", found):

@@ -77,6 +77,33 @@ class PythonModule(unittest.TestCase):
         self.assertTrue(os.path.exists(path), path)
         self.assertEqual(peek, "None")  # loading creates no instance
 
+    @unittest.skipIf(INSTALLED, "the source tree's lookup (build*/src) is what is tested")
+    def test_a_build_that_has_not_built_the_library_is_skipped(self):
+        # scripts/sanitize.sh fuzz leaves build-fuzz/src/libvmem.so a dangling
+        # link; the lookup once stat()ed it and raised FileNotFoundError.
+        import shutil
+        tree = tempfile.mkdtemp(prefix="libvmem-tree-")
+        try:
+            os.makedirs(os.path.join(tree, "python"))
+            shutil.copy(os.path.join(HERE, "libvmem.py"), os.path.join(tree, "python"))
+            for b in ("build-dangling", "build-real"):
+                os.makedirs(os.path.join(tree, b, "src"))
+            os.symlink("libvmem.so.0", os.path.join(tree, "build-dangling", "src", "libvmem.so"))
+            real = os.path.join(tree, "build-real", "src", "libvmem.so")
+            open(real, "w").close()
+            os.utime(real, (1, 1))  # older than the dangling link: still found
+            out = subprocess.run(
+                [sys.executable, "-c", "import sys; sys.path.insert(0, %r); import libvmem; "
+                 "print('\\n'.join(libvmem._candidates()))" % os.path.join(tree, "python")],
+                capture_output=True, text=True, env={k: v for k, v in os.environ.items()
+                                                     if k != "VMEM_LIBRARY"})
+            self.assertEqual(out.returncode, 0, out.stderr)
+            cands = out.stdout.split()
+            self.assertIn(real, cands)
+            self.assertFalse([c for c in cands if "build-dangling" in c], cands)
+        finally:
+            shutil.rmtree(tree)
+
     def test_missing_library_is_a_clear_error(self):
         out = run("""
             try:
