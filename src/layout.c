@@ -584,7 +584,6 @@ uintptr_t layout_match(layout_t *lo, uint64_t req, uintptr_t stream, const place
     lo->plan = p;
     lo->cursor = k;
     lo->state = LAYOUT_FOLLOW;
-    lo->guessed = lo->want_records;
     return layout_next(lo, req, stream, pl, a);
 }
 
@@ -593,7 +592,6 @@ void layout_stop(layout_t *lo)
     lo->state = LAYOUT_OFF;
     lo->plan = NULL;
     lo->diverged = 0;
-    lo->guessed = 0;
     for (int i = 0; i < LAYOUT_PLANS; i++)
         lo->plans[i].valid = 0;
 }
@@ -634,10 +632,12 @@ void layout_step_end(layout_t *lo, const place_t *pl, int active)
         if (lo->diverged || lo->cursor < lo->plan->n) {
             lo->plan->valid = 0; /* left (or cut short): learn the step again */
             lo->stats.diverged_steps++;
-            /* A plan made from a step recorded before the planner idled is
-             * a guess: where it fails, the step just recorded is matched
-             * next, without waiting. */
-            if (!lo->guessed) {
+            /* A plan made from a step recorded before the planner idled
+             * (matched while want_records, which the last step end set and
+             * this one has not cleared yet) is a guess: where it fails, the
+             * step just recorded is matched next, without waiting.  A
+             * reused plan is never one: want_records is 0 then. */
+            if (!lo->want_records) {
                 lo->wait = lo->backoff;
                 lo->backoff = lo->backoff ? 2 * lo->backoff : 1;
                 if (lo->backoff > LAYOUT_BACKOFF_MAX)
@@ -650,7 +650,6 @@ void layout_step_end(layout_t *lo, const place_t *pl, int active)
     }
     lo->plan = NULL;
     lo->diverged = 0;
-    lo->guessed = 0;
     lo->mk = 0;
     lo->cand.n = 0;
     lo->ncarry = 0; /* learned below only if the next step may make a plan */

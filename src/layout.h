@@ -101,9 +101,9 @@ typedef struct layout {
     int want_records;        /* the next step matches, but the planner left the
                                 last steps unrecorded (place_t.idle): against
                                 the last step recorded, without the carried
-                                blocks' frees */
-    int guessed;             /* the plan followed in this step was made so (a
-                                divergence then sets no wait) */
+                                blocks' frees; a plan so made that the step
+                                leaves sets no wait (set at a step end, read
+                                and cleared at the next) */
     /* matching */
     place_cands_t cand;
     size_t mk;
