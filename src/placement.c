@@ -892,18 +892,19 @@ static int plan_make(place_t *pl, size_t off, const place_env_t *env)
         const place_item_t *it = &last->items[off + k];
         size[k] = it->size;
         at[k] = it->at - at0;
+        /* Where the next step frees it: learned from the step after its
+         * last copy's, else seen already in this step (its copy of the last
+         * step freed before the plan: gradients let go at the top of the
+         * loop). */
+        uint32_t wrap = it->wrap;
+        if (wrap == PLACE_OPEN && pl->src < 0 && off + k < pl->wrap_n)
+            wrap = pl->wrap[off + k];
         if (it->end != PLACE_OPEN) {
             end[k] = it->end - at0;
-        } else if (it->wrap != PLACE_OPEN) {
+        } else if (wrap != PLACE_OPEN) {
             /* Freed in the next step where its last copy was: the copy
              * live now is this item's, wrapping into the cycle. */
-            end[k] = (uint64_t)len + it->wrap;
-            carried += it->dev_end;
-        } else if (pl->src < 0 && off + k < pl->wrap_n && pl->wrap[off + k] != PLACE_OPEN) {
-            /* Its copy of the last step was freed already in this step
-             * (before the plan: gradients let go at the top of the loop):
-             * where seen, not guessed. */
-            end[k] = (uint64_t)len + pl->wrap[off + k];
+            end[k] = (uint64_t)len + wrap;
             carried += it->dev_end;
         } else {
             /* Not known to be freed (optimizer state, or not learned yet):
