@@ -65,7 +65,7 @@ def main():
     opt = []
     iters = R.randint(5, 9)
     accum = R.randint(2, 4) if kind == "accum" else 1
-    grads, buf = [], [None]
+    grads, buf = [], None
     bsz = rsz(8 * MiB, 128 * MiB) if kind == "dbuf" else 0  # no draw for the other kinds
 
     def micro_batch(sc, drop):
@@ -98,7 +98,7 @@ def main():
             while grads:
                 free(grads.pop())
         if kind == "dbuf":
-            old, buf[0] = buf[0], alloc(bsz)
+            old, buf = buf, alloc(bsz)
         if kind == "infer":
             for _ in range(R.randint(1, 4)):
                 sc, xs = R.uniform(0.2, 1.5), []

@@ -735,8 +735,8 @@ def main_orchestrate(a):
             r["ok"] = bool(r.get("ok") and ref.get("ok") and r["params_equal_uncut"])
             summary["parts"]["6"] = r
             summary["parts"]["6-uncut"] = ref
-            o1 = ((r.get("ranks") or [{}, {}])[1].get("offload") or {})
-            s1 = ((r.get("ranks") or [{}, {}])[1].get("stats") or {})
+            r1 = (r.get("ranks") or [{}, {}])[1]
+            o1, s1 = r1.get("offload") or {}, r1.get("stats") or {}
             res = r.get("error") or "failed"
             if r.get("ranks") and all(x.get("ok") for x in r["ranks"]):
                 res = "params %s; rank 1: %.2f GB spilled, offload %.2f GB out in %s steps" % (
