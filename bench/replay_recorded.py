@@ -15,7 +15,13 @@ remaps (bytes), the regions mapped and given back, the device
 synchronisations those would have been on a GPU, the bytes placed on host,
 and what the device held at the end.  --why also prints each allocation
 that remapped: its step, its number in the step, its size and the bytes
-moved for it.
+moved for it.  --addresses also counts, per step, the allocations placed
+at another offset than the recorded run placed them (a trace written by
+VMEM_TRACE_FILE names each block by its address; offsets are taken from
+the first allocation of each run): where the counts leave zero, the
+simulated device stopped modelling the recorded one (the GPU's 512 MiB
+handles, say, or a placement rule chosen by time), and its figures from
+there on are the model's, not the run's.
 """
 import argparse
 import gzip
@@ -60,6 +66,9 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="one JSON object per step")
     ap.add_argument("--why", action="store_true",
                     help="print each allocation that remapped (slower: stats per allocation)")
+    ap.add_argument("--addresses", action="store_true",
+                    help="count the allocations placed at another offset than in the "
+                         "recorded run (traces written by VMEM_TRACE_FILE)")
     a = ap.parse_args(argv)
     lib = L.load()
     read = libvmem_offload._stats_reader(L)
@@ -80,6 +89,9 @@ def main(argv=None):
     failed = 0
     nth = 0  # allocations in the step so far
     rows = []
+    base = None  # (recorded address, replayed address) of the first allocation
+    moved_off = 0  # allocations of the step at another offset
+    first_off = None  # the first of them: (its number in the step, size)
     for ev in events(a.trace):
         if ev[0] == "a":
             stream = streams.setdefault(ev[3], 0x1000 * (len(streams) + 1) if ev[3] else 0)
@@ -94,6 +106,13 @@ def main(argv=None):
             if not p:
                 failed += 1
                 continue
+            if a.addresses:
+                if base is None:
+                    base = (ev[1], p)
+                if p - base[1] != ev[1] - base[0]:
+                    moved_off += 1
+                    if first_off is None:
+                        first_off = (nth, ev[2])
             live[ev[1]] = (p, ev[2], stream)
         elif ev[0] == "f":
             blk = live.pop(ev[1], None)
@@ -109,11 +128,15 @@ def main(argv=None):
                    "device_held": now["device_held"]}
             for k in COUNTERS + JSON_COUNTERS:
                 row[k] = now[k] - before[k]
+            if a.addresses:
+                row["other_offset"] = moved_off
+                row["first_other"] = list(first_off) if first_off else None
             rows.append(row)
             before = now
             step += 1
             failed = 0
             nth = 0
+            moved_off, first_off = 0, None
             if a.json:
                 print(json.dumps(row))
             else:
@@ -125,7 +148,12 @@ def main(argv=None):
                          row["device_region_allocs"], row["device_region_frees"],
                          row["deviceSyncs"], row["placed_host_bytes"] / 1e9,
                          row["fallback_bytes"] / 1e9, row["device_held"] / 1e9,
-                         ", %d failed" % failed if row["failed"] else ""))
+                         ", %d failed" % failed if row["failed"] else "")
+                      + ("; %d at another offset than recorded%s" % (
+                          row["other_offset"],
+                          " (first: allocation %d, %.3f GB)"
+                          % (row["first_other"][0], row["first_other"][1] / 1e9)
+                          if row["first_other"] else "") if a.addresses else ""))
     return 0
 
 

@@ -3,7 +3,8 @@
 a job run on sim-vmm with VMEM_TRACE_FILE set, its limit cut after two
 steps, is written as a trace that vmem-replay accepts, and
 replay_recorded.py replays it step by step with the cut where it was made,
-the cut steps' remaps and the allocation they were for included.
+the cut steps' remaps and the allocation they were for included, and its
+--addresses finds where a replay places blocks elsewhere than the run did.
 
     test_replay_recorded.py VMEM_REPLAY LIBVMEM_SO REPLAY_RECORDED_PY
 """
@@ -79,6 +80,24 @@ def main():
                              capture_output=True, text=True, check=True).stdout
         why = [x for x in out.splitlines() if "remapped for it" in x]
         assert why and all(" allocation 17 of 0.050 GB" in x for x in why), out
+        # --addresses: replayed as recorded, every block lands at its recorded offset;
+        # replayed without remaps (releases instead), the cut steps' do not
+        out = subprocess.run([sys.executable, tool, "--json", "--addresses", trace], env=env,
+                             capture_output=True, text=True, check=True).stdout
+        rows = [json.loads(x) for x in out.splitlines()]
+        assert [r["other_offset"] for r in rows] == [0] * 6, rows
+        assert all(r["first_other"] is None for r in rows), rows
+        env_off = dict(env, VMEM_REMAP="0")
+        out = subprocess.run([sys.executable, tool, "--json", "--addresses", trace], env=env_off,
+                             capture_output=True, text=True, check=True).stdout
+        rows = [json.loads(x) for x in out.splitlines()]
+        assert [r["other_offset"] for r in rows[:2]] == [0, 0], rows
+        assert sum(r["other_offset"] for r in rows[2:]) > 0, rows
+        diverged = next(r for r in rows if r["other_offset"])
+        assert diverged["first_other"][0] >= 1 and diverged["first_other"][1] > 0, diverged
+        out = subprocess.run([sys.executable, tool, "--addresses", trace], env=env_off,
+                             capture_output=True, text=True, check=True).stdout
+        assert "at another offset than recorded (first: allocation" in out, out
     print("replay-recorded OK")
 
 
