@@ -65,8 +65,13 @@ def main():
         env = dict(os.environ, VMEM_LIBRARY=libso, VMEM_BACKEND="sim-vmm",
                    VMEM_SIM_CAPACITY="4G", VMEM_LOG_LEVEL="error")
         env.pop("VMEM_TRACE_FILE", None)
-        out = subprocess.run([sys.executable, tool, "--json", trace], env=env,
-                             capture_output=True, text=True, check=True).stdout
+
+        def tool_out(env, *flags):
+            return subprocess.run([sys.executable, tool, *flags, trace], env=env,
+                                  capture_output=True, text=True, check=True).stdout
+
+        # (--addresses adds its counts to the same rows: one replay serves both checks)
+        out = tool_out(env, "--json", "--addresses")
         rows = [json.loads(x) for x in out.splitlines()]
         assert len(rows) == 6, out
         assert all(r["limit"] > 136 * MiB for r in rows[:2]), rows[:2]
@@ -75,28 +80,21 @@ def main():
         assert all(r["failed"] == 0 for r in rows), rows
         assert all(r["deviceRemaps"] == 0 for r in rows[:2]), rows[:2]
         assert all(r["deviceRemaps"] > 0 for r in rows[3:]), rows[3:]
-        # --why names the allocation that remapped: the 48 MiB block, 17th of its step
-        out = subprocess.run([sys.executable, tool, "--why", trace], env=env,
-                             capture_output=True, text=True, check=True).stdout
-        why = [x for x in out.splitlines() if "remapped for it" in x]
-        assert why and all(" allocation 17 of 0.050 GB" in x for x in why), out
-        # --addresses: replayed as recorded, every block lands at its recorded offset;
-        # replayed without remaps (releases instead), the cut steps' do not
-        out = subprocess.run([sys.executable, tool, "--json", "--addresses", trace], env=env,
-                             capture_output=True, text=True, check=True).stdout
-        rows = [json.loads(x) for x in out.splitlines()]
+        # --addresses: replayed as recorded, every block lands at its recorded offset
         assert [r["other_offset"] for r in rows] == [0] * 6, rows
         assert all(r["first_other"] is None for r in rows), rows
+        # --why names the allocation that remapped: the 48 MiB block, 17th of its step
+        out = tool_out(env, "--why")
+        why = [x for x in out.splitlines() if "remapped for it" in x]
+        assert why and all(" allocation 17 of 0.050 GB" in x for x in why), out
+        # replayed without remaps (releases instead), the cut steps' offsets differ
         env_off = dict(env, VMEM_REMAP="0")
-        out = subprocess.run([sys.executable, tool, "--json", "--addresses", trace], env=env_off,
-                             capture_output=True, text=True, check=True).stdout
-        rows = [json.loads(x) for x in out.splitlines()]
+        rows = [json.loads(x) for x in tool_out(env_off, "--json", "--addresses").splitlines()]
         assert [r["other_offset"] for r in rows[:2]] == [0, 0], rows
         assert sum(r["other_offset"] for r in rows[2:]) > 0, rows
         diverged = next(r for r in rows if r["other_offset"])
         assert diverged["first_other"][0] >= 1 and diverged["first_other"][1] > 0, diverged
-        out = subprocess.run([sys.executable, tool, "--addresses", trace], env=env_off,
-                             capture_output=True, text=True, check=True).stdout
+        out = tool_out(env_off, "--addresses")
         assert "at another offset than recorded (first: allocation" in out, out
     print("replay-recorded OK")
 
