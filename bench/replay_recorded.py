@@ -148,7 +148,7 @@ def main(argv=None):
                          row["device_region_allocs"], row["device_region_frees"],
                          row["deviceSyncs"], row["placed_host_bytes"] / 1e9,
                          row["fallback_bytes"] / 1e9, row["device_held"] / 1e9,
-                         ", %d failed" % failed if row["failed"] else "")
+                         ", %d failed" % row["failed"] if row["failed"] else "")
                       + ("; %d at another offset than recorded%s" % (
                           row["other_offset"],
                           " (first: allocation %d, %.3f GB)"
