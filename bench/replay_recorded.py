@@ -140,6 +140,12 @@ def main(argv=None):
             if a.json:
                 print(json.dumps(row))
             else:
+                where = ""
+                if a.addresses:
+                    where = "; %d at another offset than recorded" % row["other_offset"]
+                    if row["first_other"]:
+                        where += " (first: allocation %d, %.3f GB)" % (
+                            row["first_other"][0], row["first_other"][1] / 1e9)
                 print("step %2d limit %6.2f GB: %3d remaps (%5.2f GB, %d refused), %3d regions "
                       "mapped, %3d given back, %2d syncs; host %5.2f GB placed, %5.2f GB fallback; "
                       "held %6.2f GB%s"
@@ -148,12 +154,7 @@ def main(argv=None):
                          row["device_region_allocs"], row["device_region_frees"],
                          row["deviceSyncs"], row["placed_host_bytes"] / 1e9,
                          row["fallback_bytes"] / 1e9, row["device_held"] / 1e9,
-                         ", %d failed" % row["failed"] if row["failed"] else "")
-                      + ("; %d at another offset than recorded%s" % (
-                          row["other_offset"],
-                          " (first: allocation %d, %.3f GB)"
-                          % (row["first_other"][0], row["first_other"][1] / 1e9)
-                          if row["first_other"] else "") if a.addresses else ""))
+                         ", %d failed" % row["failed"] if row["failed"] else "") + where)
     return 0
 
 
