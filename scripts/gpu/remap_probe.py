@@ -414,30 +414,19 @@ def check_alignment(rounds=5):
         for where, at in (("aligned", dst_a), ("8 MiB off", dst_a + (8 << 20))):
             t_map, t_acc, t_unmap, bw = [], [], [], []
             for _ in range(rounds):
-                t0 = time.perf_counter()
-                hh = retain(src_a)
-                ck(map_at(at, hsize, hh), "map alias")
-                ck(cu.cuMemRelease(hh), "release")
-                t1 = time.perf_counter()
-                access(at, hsize)
-                t2 = time.perf_counter()
+                t_map.append(seconds(lambda: alias_each(src_a, at, 1, hsize)))
+                t_acc.append(seconds(lambda: access(at, hsize)))
                 y = view(at, hsize)
-                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
                 cp.copyto(out, y)  # warm
-                e0.record()
-                for _ in range(10):
-                    cp.copyto(out, y)
-                    cp.copyto(y, out)
-                e1.record()
-                e1.synchronize()
-                ms = cp.cuda.get_elapsed_time(e0, e1)
-                bw.append(2 * 2 * 10 * hsize / (ms * 1e-3) / 1e9)
+
+                def copies():  # 20 copies of the handle through the alias: each reads and writes it
+                    for _ in range(10):
+                        cp.copyto(out, y)
+                        cp.copyto(y, out)
+                bw.append(gb_per_s(cp.cuda.get_current_stream(), 2 * 2 * 10 * hsize, copies))
                 cp.cuda.Device().synchronize()
-                t3 = time.perf_counter()
-                ck(cu.cuMemUnmap(u64(at), ctypes.c_size_t(hsize)), "unmap alias")
-                t_unmap.append(time.perf_counter() - t3)
-                t_map.append(t1 - t0)
-                t_acc.append(t2 - t1)
+                t_unmap.append(seconds(
+                    lambda: ck(cu.cuMemUnmap(u64(at), ctypes.c_size_t(hsize)), "unmap alias")))
             ok = bool((x == 7).all())
             print("alignment: %d MiB handle aliased %s: retain+map %.0f us, access %.0f us, "
                   "unmap %.0f us (medians of %d); copies through it %.0f GB/s (min %.0f, max "
