@@ -434,11 +434,14 @@ def install_torch(step_hook=True, offload=None, recompute=None):
     caching-allocator statistics are not available: use libvmem.stats().
     Tensor.record_stream() does nothing under it: see docs/embedding.md.
 
-    recompute (default: $VMEM_TORCH_RECOMPUTE, off unless "1"): recompute()
+    recompute (default: $VMEM_TORCH_RECOMPUTE, on unless "0"): recompute()
     the first model trained after this call, found at its first forward pass
     in training mode with gradients on (a global module hook, removed once
-    it found a model with repeated blocks); recompute(model) names the model
-    instead."""
+    it found a model with repeated blocks, or after 64 modules trained or
+    4096 module calls without one).  Its blocks recompute only while the
+    job is cut, and only those whose forward passes, checked while uncut,
+    left their modules' state alone (libvmem_recompute._Purity).
+    recompute(model) names the model instead."""
     import torch
     from torch.cuda import memory as tmem
     alloc = tmem.CUDAPluggableAllocator(library_path(), "vmem_torch_malloc",
@@ -455,7 +458,7 @@ def install_torch(step_hook=True, offload=None, recompute=None):
     if offload:
         install_offload()
     if recompute is None:
-        recompute = _env_flag("VMEM_TORCH_RECOMPUTE", False)
+        recompute = _env_flag("VMEM_TORCH_RECOMPUTE", True)
     if recompute:
         _recompute_first_model()
     return alloc
@@ -464,11 +467,25 @@ def install_torch(step_hook=True, offload=None, recompute=None):
 _find_hook = None
 
 
+_FIND_MODULES = 64    # modules trained without repeated blocks before the search stops
+_FIND_CALLS = 4096    # module calls of any kind (inference too) before it stops
+
+
+def _drop_find_hook():
+    global _find_hook
+    if _find_hook is not None:
+        _find_hook.remove()
+        _find_hook = None
+
+
 def _recompute_first_model():
     """install_torch(recompute=True): a global forward pre-hook that calls
     recompute() on the first module run in training mode with gradients on
     that has repeated blocks (the outermost: its pre-hook runs before its
-    children's), then removes itself."""
+    children's), then removes itself; also after _FIND_MODULES modules
+    trained without such blocks, or _FIND_CALLS module calls (a job that
+    only infers pays for the hook that long).  The blocks so found are
+    recomputed only once checked (require_safe)."""
     global _find_hook
     if _find_hook is not None:
         return
@@ -476,25 +493,34 @@ def _recompute_first_model():
     import libvmem_recompute as rc
 
     looked = set()
+    calls = [0]
+    asked = os.environ.get("VMEM_TORCH_RECOMPUTE", "").strip() != ""
 
     def pre(module, args):
-        global _find_hook
-        if _find_hook is None or not module.training or not torch.is_grad_enabled() or \
-                id(module) in looked:
+        if _find_hook is None:
+            return None
+        calls[0] += 1
+        if calls[0] > _FIND_CALLS:
+            _drop_find_hook()
+            return None
+        if not module.training or not torch.is_grad_enabled() or id(module) in looked:
             return None
         looked.add(id(module))
         if not rc.find_blocks(torch, module):
-            if len(looked) >= 64:  # 64 modules without repeated blocks: give up
-                _find_hook.remove()
-                _find_hook = None
-                import warnings
-                warnings.warn("libvmem: VMEM_TORCH_RECOMPUTE found no model with repeated blocks "
-                              "in the first 64 modules trained; call libvmem.recompute(model) "
-                              "with blocks=", RuntimeWarning)
+            if len(looked) >= _FIND_MODULES:
+                _drop_find_hook()
+                if asked:
+                    import warnings
+                    warnings.warn("libvmem: VMEM_TORCH_RECOMPUTE found no model with repeated "
+                                  "blocks in the first %d modules trained; call "
+                                  "libvmem.recompute(model) with blocks=" % _FIND_MODULES,
+                                  RuntimeWarning)
             return None
-        _find_hook.remove()
-        _find_hook = None
-        recompute(module)
+        _drop_find_hook()
+        mine = set(id(m) for m in module.modules())
+        if any(id(b) in mine for r in rc._rc for b in r.blocks):
+            return None  # recompute() was called on it already
+        recompute(module, _found=True)
         return None
     _find_hook = torch.nn.modules.module.register_module_forward_pre_hook(pre)
 
@@ -533,20 +559,26 @@ def offload_stats():
     return _offload.stats()
 
 
-def recompute(model, blocks=None, policy=None):
+def recompute(model, blocks=None, policy=None, _found=False):
     """While the limit is below what the last uncut step needed, recompute
     the activations of model's repeated blocks in the backward pass
     (torch.utils.checkpoint) instead of keeping them or moving them through
     the host link (libvmem_recompute).  blocks: the modules to consider
-    (default: found in model); policy: "auto" (enough blocks to cover the
-    cut; default, or $VMEM_TORCH_RECOMPUTE_POLICY) or "all".  Returns the
+    (default: found in model, and each checked while uncut: one whose
+    forward changes its modules' state or runs hooks is never recomputed);
+    policy: "auto" (enough blocks to cover the cut; default, or
+    $VMEM_TORCH_RECOMPUTE_POLICY) or "all".  Stops install_torch's search
+    for a model (this one is named).  Returns the
     libvmem_recompute.Recompute; its remove() unwraps the blocks.
     docs/placement.md, "Recomputation"."""
     import torch
     import libvmem_recompute as rc
+    if not _found:
+        _drop_find_hook()
     if policy is None:
         policy = os.environ.get("VMEM_TORCH_RECOMPUTE_POLICY", "").strip().lower() or "auto"
-    return rc.install(sys.modules[__name__], torch, model, blocks=blocks, policy=policy)
+    return rc.install(sys.modules[__name__], torch, model, blocks=blocks, policy=policy,
+                      require_safe=_found)
 
 
 def recompute_stats():

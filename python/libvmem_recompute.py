@@ -29,15 +29,22 @@ back to the step's need the wrappers call the blocks as they are.
 Contract: a recomputed block must compute the same thing twice from the
 same inputs and RNG state (torch.utils.checkpoint's contract).  Batch
 normalisation's running statistics are the one side effect handled here:
-the recomputation leaves them as the forward pass set them.  Blocks that
-update other state in their forward (a key/value cache appended to in
-training, counters) must not be given to recompute(); pass blocks= to
-choose them.  Nothing is recomputed while gradients are off, the module is
-in eval mode, a CUDA graph is being captured, or torch.compile is tracing.
+the recomputation leaves them as the forward pass set them.  Blocks found
+here (not named with blocks=) are also checked while the job runs uncut: a
+block is recomputed only if two of its forward passes after the first left
+every attribute, parameter and buffer of its modules as they were (batch
+normalisation's statistics aside), and neither it, its modules nor the
+process have forward or backward hooks that a second forward would run
+again (_Purity).  A block that fails is never recomputed (a warning names
+its class and why); with require_safe (install_torch's default, which
+found the model itself) a block not yet checked is not recomputed either.
+Nothing is recomputed while gradients are off, the module is in eval mode,
+a CUDA graph is being captured, or torch.compile is tracing.
 docs/placement.md, "Recomputation".
 """
 
 import threading
+import warnings
 
 __all__ = ["find_blocks", "Recompute", "install", "uninstall", "stats"]
 
@@ -134,6 +141,93 @@ class _BatchNormGuard:
         return False
 
 
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
+                 "_global_backward_hooks", "_global_backward_pre_hooks")
+
+
+class _Purity:
+    """Whether a block may run its forward twice: checked on its plain
+    (uncut) forward passes after the first (which may build state lazily).
+    A pass that changes an attribute of one of the block's modules (a new
+    object assigned), adds or removes one, or changes a parameter or buffer
+    in place (its version) or by assignment, makes the block unsafe;
+    batch normalisation's running statistics, which the recomputation
+    restores (_BatchNormGuard), are not counted.  So do forward or backward
+    hooks on its modules, or global module hooks: a second forward would run
+    them again.  CHECKS clean passes make it safe; then it is not checked
+    again.  state: None (unknown), True, or False with reason."""
+
+    CHECKS = 2
+
+    def __init__(self, torch, block, guard):
+        self.torch = torch
+        self.block = block
+        self.skip = set()  # (module id, buffer name) the guard restores
+        for m in guard.mods:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.skip.add((id(m), name))
+        self.state = None
+        self.reason = None
+        self.calls = 0
+        self.clean = 0
+
+    def wants(self):
+        """Whether the next plain forward is checked (and counted)."""
+        if self.state is not None:
+            return False
+        self.calls += 1
+        return self.calls > 1
+
+    def _hooks(self):
+        mod = getattr(getattr(self.torch.nn, "modules", None), "module", None)
+        for name in _GLOBAL_HOOKS:
+            if getattr(mod, name, None):
+                return "global module hooks are registered (%s)" % name
+        for m in self.block.modules():
+            for name in _HOOKS:
+                if getattr(m, name, None):
+                    return "%s has %s" % (type(m).__name__, name.lstrip("_").replace("_", " "))
+        return None
+
+    def snapshot(self):
+        snap = []
+        for m in self.block.modules():
+            attrs = {k: id(v) for k, v in m.__dict__.items()}
+            tens = {}
+            for kind in ("_parameters", "_buffers"):
+                for k, t in (getattr(m, kind, None) or {}).items():
+                    if t is not None and (id(m), k) not in self.skip:
+                        tens[(kind, k)] = (id(t), getattr(t, "_version", None))
+            snap.append((m, attrs, tens))
+        return snap
+
+    def check(self, before):
+        """After a checked forward: compares with snapshot() taken before."""
+        why = self._hooks()
+        if why is None:
+            for m, attrs, tens in before:
+                now = {k: id(v) for k, v in m.__dict__.items()}
+                if now != attrs:
+                    keys = sorted(set(now) ^ set(attrs)) or \
+                        sorted(k for k in now if now[k] != attrs.get(k))
+                    why = "forward sets %s.%s" % (type(m).__name__, keys[0])
+                    break
+                for (kind, k), (ident, ver) in tens.items():
+                    t = (getattr(m, kind, None) or {}).get(k)
+                    if t is None or id(t) != ident or getattr(t, "_version", None) != ver:
+                        why = "forward changes %s.%s in place" % (type(m).__name__, k)
+                        break
+                if why:
+                    break
+        if why is not None:
+            self.state, self.reason = False, why
+            return
+        self.clean += 1
+        if self.clean >= self.CHECKS:
+            self.state = True
+
+
 class Recompute:
     """The wrapped blocks of one model and the rule that chooses which of
     them recompute.
@@ -142,10 +236,13 @@ class Recompute:
     device plus host bytes at its maximum, step ends so far) or None:
     libvmem's statistics (tests pass their own).  policy: "auto" (enough
     blocks to cover the cut, by the bytes each left in use) or "all".
-    checkpoint: torch.utils.checkpoint.checkpoint's stand-in (tests)."""
+    check (default: blocks is None): check each block's forward (_Purity)
+    and never recompute one that fails.  require_safe: recompute only
+    blocks the check passed.  checkpoint: torch.utils.checkpoint.checkpoint's
+    stand-in (tests)."""
 
     def __init__(self, torch, model, read, blocks=None, policy="auto", margin_frac=0.05,
-                 checkpoint=None):
+                 checkpoint=None, check=None, require_safe=False):
         if policy not in ("auto", "all"):
             raise ValueError("recompute policy %r: expected \"auto\" or \"all\"" % (policy,))
         self.torch = torch
@@ -156,6 +253,12 @@ class Recompute:
         self.blocks = list(blocks) if blocks is not None else find_blocks(torch, model)
         self.gain = [None] * len(self.blocks)  # bytes a block left in use, uncut
         self.guards = [_BatchNormGuard(torch, b) for b in self.blocks]
+        if check is None:
+            check = blocks is None
+        self.require_safe = bool(require_safe and check)
+        self.purity = [_Purity(torch, b, g) if check else None
+                       for b, g in zip(self.blocks, self.guards)]
+        self._warned = set()
         self.need = None       # the demand of the last step with nothing recomputed
         self.enabled = True
         self.lock = threading.Lock()
@@ -179,12 +282,14 @@ class Recompute:
         choice did not weigh gains."""
         if self.need is None or limit >= self.need:
             return frozenset(), None, None
-        n = len(self.blocks)
-        known = [g for g in self.gain if g is not None]
-        if self.policy == "all" or len(known) < n:
-            return frozenset(range(n)), None, None
+        cand = [k for k in range(len(self.blocks)) if self._may(k)]
+        known = [self.gain[k] for k in cand if self.gain[k] is not None]
+        if not cand:
+            return frozenset(), None, None
+        if self.policy == "all" or len(known) < len(cand):
+            return frozenset(cand), None, None
         deficit = self.need - limit + max(known) + int(self.margin_frac * limit)
-        order = sorted(range(n), key=lambda k: (-self.gain[k], k))
+        order = sorted(cand, key=lambda k: (-self.gain[k], k))
         chosen, covered = [], 0
         for k in order:
             if covered >= deficit:
@@ -192,6 +297,13 @@ class Recompute:
             chosen.append(k)
             covered += self.gain[k]
         return frozenset(chosen), deficit, covered
+
+    def _may(self, k):
+        """Whether block k may be recomputed, as far as its check goes."""
+        p = self.purity[k]
+        if p is None:
+            return True
+        return p.state is True or (p.state is None and not self.require_safe)
 
     def relief(self, limit):
         """The bytes recomputation will take off a step under limit: the
@@ -203,7 +315,7 @@ class Recompute:
                 self._observe(self.torch.cuda.current_device())  # the last step's need
             except Exception:  # no device to read: what is known already
                 pass
-            if any(g is None for g in self.gain):
+            if any(self.gain[k] is None for k in range(len(self.blocks)) if self._may(k)):
                 return 0
             return sum(self.gain[k] for k in self._choose(limit)[0])
 
@@ -271,7 +383,13 @@ class Recompute:
             if not chosen:
                 measure = self.need is None or s[0] >= self.need
                 before = s[1]
+                pur = self.purity[k]
+                snap = pur.snapshot() if pur is not None and pur.wants() else None
                 out = forward(*args, **kwargs)
+                if snap is not None:
+                    pur.check(snap)
+                    if pur.state is False:
+                        self._warn(k, pur.reason)
                 if measure:  # uncut: the bytes this block leaves in use
                     after = self.read(dev)
                     if after is not None:
@@ -296,6 +414,16 @@ class Recompute:
         wrapped.__wrapped__ = forward
         return wrapped
 
+    def _warn(self, k, reason):
+        name = type(self.blocks[k]).__name__
+        if name in self._warned:
+            return
+        self._warned.add(name)
+        warnings.warn("libvmem: %s blocks are not recomputed while the job is cut: %s "
+                      "(libvmem.recompute(model, blocks=[...]) names blocks to recompute "
+                      "regardless; docs/embedding.md)" % (name, reason), RuntimeWarning,
+                      stacklevel=3)
+
     def remove(self):
         """Gives each block its own forward back."""
         for b, orig in zip(self.blocks, self._orig):
@@ -308,7 +436,11 @@ class Recompute:
     def stats(self):
         out = {"installed": True, "blocks": len(self.blocks), "policy": self.policy,
                "need": self.need, "chosen": len(self._chosen),
-               "gains": list(self.gain)}
+               "gains": list(self.gain),
+               "checked": sum(1 for p in self.purity if p is not None and p.state is True),
+               "unsafe": {k: p.reason for k, p in enumerate(self.purity)
+                          if p is not None and p.state is False},
+               "require_safe": self.require_safe}
         out.update(self.totals)
         out["last"] = dict(self.last)
         return out
@@ -329,10 +461,11 @@ def _reader(lib_mod):
     return r
 
 
-def install(lib_mod, torch, model, blocks=None, policy="auto"):
+def install(lib_mod, torch, model, blocks=None, policy="auto", require_safe=False):
     """Wraps model's repeated blocks (or blocks=) for recomputation while cut;
     returns the Recompute."""
-    rc = Recompute(torch, model, _reader(lib_mod), blocks=blocks, policy=policy)
+    rc = Recompute(torch, model, _reader(lib_mod), blocks=blocks, policy=policy,
+                   require_safe=require_safe)
     _rc.append(rc)
     import libvmem_offload
     off = libvmem_offload._off

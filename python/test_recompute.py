@@ -630,6 +630,184 @@ class RecomputationTest(unittest.TestCase):
         self.assertEqual(bn.state(), after_forward)
 
 
+class VTensor(Tensor):
+    """A tensor with torch's in-place version counter."""
+
+    def __init__(self, n=1):
+        super().__init__(n)
+        self._version = 0
+
+    def add_(self, v):
+        self._version += 1
+        return self
+
+
+class Counting(Block):
+    """A block whose forward assigns an attribute of its own (a counter)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.count = 0
+
+    def forward(self, x=None, scale=1):
+        self.count = self.count + 1
+        return super().forward(x, scale)
+
+
+class Lazy(Block):
+    """A block whose first forward builds state (as lazy modules do)."""
+
+    def forward(self, x=None, scale=1):
+        if "table" not in self.__dict__:
+            self.table = [1, 2, 3]
+        return super().forward(x, scale)
+
+
+class WithBuffers(Block):
+    """Modules with torch's _parameters and _buffers: a batch norm whose
+    running statistics change in place, and (ema=True) a buffer of the
+    block's own that does too."""
+
+    def __init__(self, *a, ema=False, **kw):
+        super().__init__(*a, **kw)
+        self.norm = BatchNorm()
+        self.norm._buffers = {"running_mean": VTensor(4), "running_var": VTensor(4),
+                              "num_batches_tracked": VTensor(1)}
+        self.norm._parameters = {"weight": VTensor(4)}
+        self._buffers = {"ema": VTensor(4)} if ema else {}
+
+    def forward(self, x=None, scale=1):
+        for t in self.norm._buffers.values():
+            t.add_(1)
+        for t in self._buffers.values():
+            t.add_(1)
+        return super().forward(x, scale)
+
+
+def purity_setup(kinds, require_safe=False, blocks_given=False, torch=None):
+    """A Net of blocks of the given classes (gains 10, 20, ... MiB)."""
+    torch = torch or FakeTorch()
+    st = Stats()
+    bs = [cls(st, (10 * (k + 1) + 1) * MiB, MiB, "b%d" % k) for k, cls in enumerate(kinds)]
+    net = Net(bs)
+    ck = FakeCheckpoint(st)
+    rc = rcm.Recompute(torch, net, st.read, policy="all", checkpoint=ck, blocks=bs,
+                       check=not blocks_given, require_safe=require_safe)
+    return torch, st, net, bs, ck, rc
+
+
+class PurityTest(unittest.TestCase):
+    def run_cut(self, st, net, ck, uncut=3):
+        """uncut steps (the checks), then the names recomputed in a cut one."""
+        for _ in range(uncut):
+            self.assertEqual(step(st, net, ck, 1000 * MiB), [])
+        st.limit = 500 * MiB
+        return step(st, net, ck, 1000 * MiB)
+
+    def test_a_block_that_assigns_in_its_forward_is_never_recomputed(self):
+        torch, st, net, bs, ck, rc = purity_setup([Block, Counting, Block])
+        with self.assertWarns(RuntimeWarning) as w:
+            names = self.run_cut(st, net, ck)
+        self.assertIn("Counting blocks are not recomputed", str(w.warning))
+        self.assertIn("forward sets Counting.count", str(w.warning))
+        self.assertEqual(names, ["b0", "b2"])
+        self.assertEqual(rc.stats()["unsafe"], {1: "forward sets Counting.count"})
+        self.assertEqual(rc.stats()["checked"], 2)
+        self.assertEqual(rc.relief(500 * MiB), 40 * MiB)  # b0 and b2 only
+
+    def test_one_warning_per_class(self):
+        torch, st, net, bs, ck, rc = purity_setup([Counting, Counting])
+        import warnings
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            self.run_cut(st, net, ck)
+        self.assertEqual(len([g for g in got if "Counting" in str(g.message)]), 1)
+        self.assertEqual(sorted(rc.stats()["unsafe"]), [0, 1])
+
+    def test_the_first_forward_is_not_checked(self):
+        torch, st, net, bs, ck, rc = purity_setup([Lazy, Lazy])
+        self.assertEqual(self.run_cut(st, net, ck), ["b0", "b1"])
+        self.assertEqual(rc.stats()["unsafe"], {})
+        # two checked passes make a block safe: the first and one more are not enough
+        torch, st, net, bs, ck, rc = purity_setup([Lazy, Lazy], require_safe=True)
+        self.assertEqual(self.run_cut(st, net, ck, uncut=2), [])
+        # (that cut step ran them plain: their second check)
+        self.assertEqual(rc.stats()["checked"], 2)
+        self.assertEqual(step(st, net, ck, 1000 * MiB), ["b0", "b1"])
+
+    def test_a_buffer_changed_in_place_is_unsafe_but_batch_norms_statistics_are_not(self):
+        torch, st = FakeTorch(), Stats()
+        bs = [WithBuffers(st, 11 * MiB, MiB, "b0"), WithBuffers(st, 21 * MiB, MiB, "b1", ema=True)]
+        net = Net(bs)
+        ck = FakeCheckpoint(st)
+        rc = rcm.Recompute(torch, net, st.read, policy="all", checkpoint=ck)
+        self.assertEqual(rc.blocks, bs)  # found, so checked
+        with self.assertWarns(RuntimeWarning):
+            names = self.run_cut(st, net, ck)
+        self.assertEqual(names, ["b0"])
+        self.assertEqual(rc.stats()["unsafe"], {1: "forward changes WithBuffers.ema in place"})
+
+    def test_a_parameter_replaced_in_the_forward_is_unsafe(self):
+        class Swap(WithBuffers):
+            def forward(self, x=None, scale=1):
+                self.norm._parameters["weight"] = VTensor(4)
+                return super().forward(x, scale)
+
+        torch, st, net, bs, ck, rc = purity_setup([Block, Swap])
+        with self.assertWarns(RuntimeWarning):
+            self.assertEqual(self.run_cut(st, net, ck), ["b0"])
+        self.assertEqual(rc.stats()["unsafe"], {1: "forward changes BatchNorm.weight in place"})
+
+    def test_hooks_on_a_module_of_the_block_make_it_unsafe(self):
+        torch, st, net, bs, ck, rc = purity_setup([Block, Block, Block])
+        bs[1].act._forward_hooks = {7: lambda *a: None}
+        bs[2]._backward_hooks = {8: lambda *a: None}
+        with self.assertWarns(RuntimeWarning):
+            self.assertEqual(self.run_cut(st, net, ck), ["b0"])
+        self.assertEqual(rc.stats()["unsafe"], {1: "Gelu has forward hooks",
+                                                2: "Block has backward hooks"})
+
+    def test_global_module_hooks_make_every_block_unsafe(self):
+        torch = FakeTorch()
+        torch.nn.modules.module = SimpleNamespace(_global_forward_hooks={1: lambda *a: None})
+        torch, st, net, bs, ck, rc = purity_setup([Block, Block], torch=torch)
+        with self.assertWarns(RuntimeWarning) as w:
+            self.assertEqual(self.run_cut(st, net, ck), [])
+        self.assertIn("global module hooks", str(w.warning))
+        torch.nn.modules.module._global_forward_hooks = {}  # empty: no hook
+        torch, st, net, bs, ck, rc = purity_setup([Block, Block], torch=torch)
+        self.assertEqual(self.run_cut(st, net, ck), ["b0", "b1"])
+
+    def test_require_safe_recomputes_only_blocks_checked(self):
+        # block 1 does not run while uncut: never checked
+        for require_safe, want in ((False, ["b0", "b1", "b2"]), (True, ["b0", "b2"])):
+            torch, st, net, bs, ck, rc = purity_setup([Block, Block, Block],
+                                                      require_safe=require_safe)
+            net.skip = {1}
+            for _ in range(3):
+                step(st, net, ck, 1000 * MiB)
+            net.skip = set()
+            st.limit = 500 * MiB
+            self.assertEqual(step(st, net, ck, 1000 * MiB), want, require_safe)
+            self.assertEqual(rc.stats()["require_safe"], require_safe)
+
+    def test_blocks_named_are_not_checked(self):
+        torch, st, net, bs, ck, rc = purity_setup([Block, Counting], blocks_given=True,
+                                                  require_safe=True)
+        self.assertEqual(self.run_cut(st, net, ck), ["b0", "b1"])
+        self.assertEqual(rc.stats()["unsafe"], {})
+        self.assertFalse(rc.stats()["require_safe"])
+
+    def test_a_checked_block_is_not_checked_again(self):
+        torch, st, net, bs, ck, rc = purity_setup([Block])
+        self.run_cut(st, net, ck)
+        self.assertTrue(rc.purity[0].state)
+        calls = rc.purity[0].calls
+        st.limit = 64 * GiB
+        step(st, net, ck, 1000 * MiB)
+        self.assertEqual(rc.purity[0].calls, calls)
+
+
 class PlainTest(unittest.TestCase):
     def cut(self):
         torch, st, net, blocks, ck, rc = setup([10, 30], policy="all")

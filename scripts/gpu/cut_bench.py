@@ -397,7 +397,9 @@ def worker(a):
                 s.device_sync_seconds)
     # with the optimizer post-step hook: no step_end() below; the saved
     # tensor offload as VMEM_TORCH_OFFLOAD says (main() sets it per mode)
-    L.install_torch()
+    # CUT_RECOMPUTE=0: no recomputation at all (install_torch's default
+    # finds the model and recomputes its checked blocks while cut)
+    L.install_torch(recompute=False if os.environ.get("CUT_RECOMPUTE") == "0" else None)
     # study knobs: the offload's switches (an environment value of 0 turns
     # one off, any other on), its windows, the choice, and the naive step
     switches = (("CUT_OFFLOAD_START_AT_CUT", None, "start_at_cut"),
@@ -551,11 +553,11 @@ def worker(a):
                     torch.cuda.synchronize()
                     time.sleep(raised_sleep)
                 alt_val = alternate(name, frac, k)
-                if rc is None and os.environ.get("VMEM_TORCH_RECOMPUTE") == "1":
+                if rc is None:
                     import libvmem_recompute  # install_torch found the model itself
                     if libvmem_recompute._rc:
                         rc = libvmem_recompute._rc[0]
-                        log("recompute (VMEM_TORCH_RECOMPUTE=1): %d blocks of %s" % (
+                        log("recompute (found by install_torch): %d blocks of %s" % (
                             len(rc.blocks), type(rc.blocks[0]).__name__ if rc.blocks else "-"))
                 hooks_on = L.offload_stats().get("hooks_on")
                 rc0 = rc.totals["recomputed_calls"] if rc is not None else 0
@@ -723,11 +725,12 @@ def worker(a):
                 if rc is not None:
                     rs = rc.stats()
                     log("    recompute: %d block calls recomputed; need %s, chosen %d, deficit "
-                        "%.2f GB covered by %.2f GB; gains (GB) %s" % (
+                        "%.2f GB covered by %.2f GB; gains (GB) %s; checked %d, unsafe %s" % (
                             rec["recomputed"], rs["need"], rs["chosen"],
                             rs["last"].get("deficit", 0) / 1e9, rs["last"].get("covered", 0) / 1e9,
                             " ".join("%.2f" % (g / 1e9) if g is not None else "-"
-                                     for g in rs["gains"]) if k == 0 else "..."))
+                                     for g in rs["gains"]) if k == 0 else "...",
+                            rs.get("checked", 0), rs.get("unsafe") or "none"))
                 if scaler is not None or rec["libvmem_steps"] != 1:
                     log("    libvmem steps ended in this iteration: %d%s" % (
                         rec["libvmem_steps"],

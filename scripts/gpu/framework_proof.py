@@ -398,7 +398,12 @@ def ddp_rank(rank, world, a, out):
     torch.cuda.set_device(dev)
     dist.init_process_group("gloo" if a.ddp_one_gpu else "nccl", rank=rank, world_size=world)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(8)]).cuda()
+    # eight repeated blocks (a Linear and a ReLU each): install_torch's
+    # default recomputation finds them, so the cut rank recomputes some in
+    # its backward while the other does not
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(4096, 4096),
+                                                      torch.nn.ReLU())
+                                  for _ in range(8)]).cuda()
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev])
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
     rec = {"rank": rank, "losses": [], "ok": False}
@@ -428,6 +433,9 @@ def ddp_rank(rank, world, a, out):
         rec["offload"] = {k: off.get(k) for k in ("installed", "offloaded_bytes",
                                                   "prefetched_bytes", "late_fetch_bytes",
                                                   "steps_active")}
+        rcs = L.recompute_stats()
+        rec["recompute"] = {k: rcs.get(k) for k in ("installed", "blocks", "checked", "unsafe",
+                                                    "recomputed_calls", "steps_active")}
         rec["ok"] = True
     except Exception as e:
         rec["error"] = "%s: %s" % (type(e).__name__, e)
