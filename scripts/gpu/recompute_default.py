@@ -14,6 +14,9 @@ swin), or:
   hooked   GPT-2 with a forward hook on one block's MLP: that block's class is
            refused with a warning, the hook named
   counter  GPT-2 whose blocks count their calls in an attribute: refused
+  overhead GPT-2, uncut: what the wrappers cost a full step (their reads of
+           libvmem's statistics, the checks), as steps with the wrappers on
+           and off (Recompute.enabled) in turn within the process
 Each job prints one JSON line.  Runs a few uncut training steps only.
 """
 import json
@@ -54,7 +57,7 @@ def one(job):
                     out["hook_after_%d_forwards" % (i + 1)] = L._find_hook is not None
         out["module_calls"] = calls
     else:
-        base = "gpt2" if job in ("hooked", "counter") else job
+        base = "gpt2" if job in ("hooked", "counter", "overhead") else job
         model, opt, step_fn, amp = cut_bench.build(base, torch, None)
         model = model.cuda().train()
         if job == "hooked":
@@ -83,6 +86,31 @@ def one(job):
                 opt.step()
         torch.cuda.synchronize()
         out["hook_left"] = L._find_hook is not None
+        if job == "overhead":
+            import statistics
+            import time
+            import libvmem_recompute as rcm
+            rc = rcm._rc[0]
+            ms = {True: [], False: []}
+            for rnd in range(12):
+                on = rnd % 2 == 0
+                rc.enabled = on
+                for i in range(5):
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    with torch.autocast("cuda", dtype=adt):
+                        loss = step_fn(model, i)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    torch.cuda.synchronize()
+                    if i:  # the first of each run of five is left out
+                        ms[on].append((time.perf_counter() - t0) * 1e3)
+            rc.enabled = True
+            out["step_ms_wrappers_on"] = round(statistics.median(ms[True]), 2)
+            out["step_ms_wrappers_off"] = round(statistics.median(ms[False]), 2)
+            out["on_over_off"] = round(statistics.median(ms[True]) /
+                                       statistics.median(ms[False]), 4)
     rs = L.recompute_stats()
     out.update({k: rs.get(k) for k in ("installed", "blocks", "checked", "unsafe",
                                         "require_safe", "need", "chosen")})
