@@ -228,6 +228,36 @@ class _Purity:
             self.state = True
 
 
+_PLAIN_TYPES = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _stateless(torch, v, depth=0):
+    """Whether v is an argument a second forward can take again as it is:
+    a tensor, None, a number, a string, a dtype or device, or a tuple, list
+    or dict of those.  Anything else (a key/value cache object, say) may
+    hold state the first forward changed."""
+    if isinstance(v, _PLAIN_TYPES) or isinstance(v, getattr(torch, "Tensor", ())):
+        return True
+    kinds = tuple(t for t in (getattr(torch, "dtype", None), getattr(torch, "device", None),
+                              getattr(torch, "Size", None)) if isinstance(t, type))
+    if kinds and isinstance(v, kinds):
+        return True
+    if depth < 3 and isinstance(v, (tuple, list)):
+        return all(_stateless(torch, x, depth + 1) for x in v)
+    if depth < 3 and isinstance(v, dict):
+        return all(_stateless(torch, x, depth + 1) for x in v.values())
+    return False
+
+
+def _stateful_arg(torch, args, kwargs):
+    """The first argument of a call that is not _stateless, as a name, or None."""
+    for k, v in list(enumerate(args)) + list(kwargs.items()):
+        if not _stateless(torch, v):
+            return "%s (a %s)" % (k if isinstance(k, str) else "argument %d" % k,
+                                  type(v).__name__)
+    return None
+
+
 class Recompute:
     """The wrapped blocks of one model and the rule that chooses which of
     them recompute.
@@ -259,6 +289,13 @@ class Recompute:
         self.purity = [_Purity(torch, b, g) if check else None
                        for b, g in zip(self.blocks, self.guards)]
         self._warned = set()
+        # transformers' models fill a key/value cache in the forward when
+        # config.use_cache is on (GPT-2's default): a cache a recomputed
+        # block would fill twice.  While blocks recompute it is turned off,
+        # as transformers' own gradient checkpointing does, and given back
+        # when they stop; calls that still get a cache object run plain.
+        self._config = getattr(model, "config", None)
+        self._cache_off = False
         self.need = None       # the demand of the last step with nothing recomputed
         self.enabled = True
         self.lock = threading.Lock()
@@ -267,7 +304,7 @@ class Recompute:
         self._step_calls = 0   # blocks recomputed in the step in progress
         self._steps = None
         self.totals = {"recomputed_calls": 0, "recomputed_bytes": 0, "recomputations": 0,
-                       "steps_active": 0, "decisions": 0}
+                       "steps_active": 0, "decisions": 0, "plain_stateful_calls": 0}
         self.last = {"chosen": 0, "deficit": 0, "covered": 0, "need": None, "limit": None}
         self._orig = []
         for k, b in enumerate(self.blocks):
@@ -304,6 +341,24 @@ class Recompute:
         if p is None:
             return True
         return p.state is True or (p.state is None and not self.require_safe)
+
+    def _use_cache(self, recomputing):
+        """config.use_cache off while blocks recompute, back on after."""
+        cfg = self._config
+        if cfg is None:
+            return
+        if recomputing and not self._cache_off and getattr(cfg, "use_cache", None) is True:
+            cfg.use_cache = False
+            self._cache_off = True
+            if "use_cache" not in self._warned:
+                self._warned.add("use_cache")
+                warnings.warn("libvmem: the model's config.use_cache is off while blocks "
+                              "recompute (a key/value cache filled in the forward cannot be "
+                              "recomputed; transformers' gradient checkpointing does the same)",
+                              RuntimeWarning, stacklevel=4)
+        elif not recomputing and self._cache_off:
+            cfg.use_cache = True
+            self._cache_off = False
 
     def relief(self, limit):
         """The bytes recomputation will take off a step under limit: the
@@ -345,6 +400,7 @@ class Recompute:
         if key != self._key:
             self._key = key
             self._chosen, deficit, covered = self._choose(limit)
+            self._use_cache(bool(self._chosen))
             if deficit is not None:
                 self.last.update(deficit=deficit, covered=covered)
             self.totals["decisions"] += 1
@@ -380,6 +436,15 @@ class Recompute:
                     self._step_calls += 1
             if s is None:
                 return forward(*args, **kwargs)
+            if chosen:
+                why = _stateful_arg(torch, args, kwargs)
+                if why is not None:  # state a second forward would change: plain
+                    with self.lock:
+                        self._step_calls -= 1
+                        self.totals["plain_stateful_calls"] += 1
+                    self._warn(k, "it was called with %s, which a second forward could "
+                                  "change" % why, key="arg:" + type(block).__name__)
+                    return forward(*args, **kwargs)
             if not chosen:
                 measure = self.need is None or s[0] >= self.need
                 before = s[1]
@@ -414,11 +479,11 @@ class Recompute:
         wrapped.__wrapped__ = forward
         return wrapped
 
-    def _warn(self, k, reason):
+    def _warn(self, k, reason, key=None):
         name = type(self.blocks[k]).__name__
-        if name in self._warned:
+        if (key or name) in self._warned:
             return
-        self._warned.add(name)
+        self._warned.add(key or name)
         warnings.warn("libvmem: %s blocks are not recomputed while the job is cut: %s "
                       "(libvmem.recompute(model, blocks=[...]) names blocks to recompute "
                       "regardless; docs/embedding.md)" % (name, reason), RuntimeWarning,
@@ -432,6 +497,7 @@ class Recompute:
             else:
                 b.forward = orig
         self.enabled = False
+        self._use_cache(False)
 
     def stats(self):
         out = {"installed": True, "blocks": len(self.blocks), "policy": self.policy,

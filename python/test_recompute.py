@@ -808,6 +808,98 @@ class PurityTest(unittest.TestCase):
         self.assertEqual(rc.purity[0].calls, calls)
 
 
+class Cache:
+    """A key/value cache as transformers passes one to each layer: each
+    forward appends to it."""
+
+    def __init__(self):
+        self.layers = []
+
+
+class CacheBlock(Block):
+    def forward(self, x=None, scale=1, cache=None):
+        if cache is not None:
+            cache.layers.append(self.name)
+        return super().forward(x, scale)
+
+
+class CacheNet(Net):
+    """Net whose forward, like transformers' models, makes a cache for its
+    layers when config.use_cache is on."""
+
+    def __init__(self, blocks):
+        super().__init__(blocks)
+        self.config = SimpleNamespace(use_cache=True)
+        self.caches = []
+
+    def forward(self, x, scale=1):
+        cache = Cache() if self.config.use_cache else None
+        self.caches.append(cache)
+        for b in self.layers:
+            x = b(x, scale=scale, cache=cache)
+        return self.head(x)
+
+
+class StatefulArgumentTest(unittest.TestCase):
+    def setup(self):
+        torch, st = FakeTorch(), Stats()
+        bs = [CacheBlock(st, (10 * (k + 1) + 1) * MiB, MiB, "b%d" % k) for k in range(3)]
+        net = CacheNet(bs)
+        ck = FakeCheckpoint(st)
+        rc = rcm.Recompute(torch, net, st.read, policy="all", checkpoint=ck)
+        return torch, st, net, ck, rc
+
+    def test_stateless_arguments(self):
+        t = FakeTorch()
+        for v in (None, 1, 2.5, "s", True, Tensor(3), (Tensor(1), None, (1, 2)), [Tensor(1)],
+                  {"a": Tensor(1), "b": (None, 3)}):
+            self.assertTrue(rcm._stateless(t, v), v)
+        for v in (Cache(), (Tensor(1), Cache()), {"c": [Cache()]}, object(), print):
+            self.assertFalse(rcm._stateless(t, v), v)
+        self.assertEqual(rcm._stateful_arg(t, (Tensor(1),), {"cache": Cache()}),
+                         "cache (a Cache)")
+        self.assertEqual(rcm._stateful_arg(t, (Tensor(1), Cache()), {}), "argument 1 (a Cache)")
+        self.assertIsNone(rcm._stateful_arg(t, (Tensor(1),), {"cache": None}))
+
+    def test_a_cache_argument_runs_plain_and_use_cache_goes_off_while_recomputing(self):
+        torch, st, net, ck, rc = self.setup()
+        for _ in range(3):
+            self.assertEqual(step(st, net, ck, 1000 * MiB), [])
+        self.assertIs(net.config.use_cache, True)  # uncut: untouched
+        self.assertEqual(rc.stats()["checked"], 3)  # the cache is not the blocks' state
+        st.limit = 500 * MiB
+        with self.assertWarns(RuntimeWarning):
+            # the first cut step: the model made its cache before the choice
+            self.assertEqual(step(st, net, ck, 1000 * MiB), [])
+        self.assertEqual(rc.totals["plain_stateful_calls"], 3)
+        self.assertEqual(rc.totals["recomputed_calls"], 0)
+        self.assertEqual(net.caches[-1].layers, ["b0", "b1", "b2"])  # each layer once
+        self.assertIs(net.config.use_cache, False)
+        # from the next step no cache, and the blocks recompute
+        self.assertEqual(step(st, net, ck, 1000 * MiB), ["b0", "b1", "b2"])
+        self.assertIsNone(net.caches[-1])
+        self.assertEqual(rc.totals["recomputed_calls"], 3)
+        st.limit = 64 * GiB  # raised: nothing recomputes, the cache comes back
+        self.assertEqual(step(st, net, ck, 1000 * MiB), [])
+        self.assertIs(net.config.use_cache, True)
+        st.limit = 500 * MiB
+        step(st, net, ck, 1000 * MiB)
+        self.assertIs(net.config.use_cache, False)
+        rc.remove()
+        self.assertIs(net.config.use_cache, True)
+
+    def test_use_cache_left_alone_when_off_or_absent(self):
+        torch, st, net, ck, rc = self.setup()
+        net.config.use_cache = False
+        for _ in range(3):
+            step(st, net, ck, 1000 * MiB)
+        st.limit = 500 * MiB
+        self.assertEqual(step(st, net, ck, 1000 * MiB), ["b0", "b1", "b2"])
+        st.limit = 64 * GiB
+        step(st, net, ck, 1000 * MiB)
+        self.assertIs(net.config.use_cache, False)  # not turned on: it was off
+
+
 class PlainTest(unittest.TestCase):
     def cut(self):
         torch, st, net, blocks, ck, rc = setup([10, 30], policy="all")

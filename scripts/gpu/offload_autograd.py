@@ -173,7 +173,7 @@ def worker(case, result):
     from offload_check import cut_steps
     L = fp.load_libvmem()
     import torch
-    L.install_torch()
+    L.install_torch(recompute=False)  # the offload alone: recomputation would take its work
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic = True
@@ -223,7 +223,7 @@ def hook_cost(result):
     L = fp.load_libvmem()
     import torch
     import libvmem_offload as lo
-    L.install_torch()
+    L.install_torch(recompute=False)  # the offload alone: recomputation would take its work
     nn = torch.nn
     model = nn.Sequential(*[m for _ in range(100) for m in (nn.Linear(64, 64), nn.Tanh())]).cuda()
     x = torch.randn(32, 64, device="cuda")

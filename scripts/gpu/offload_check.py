@@ -36,7 +36,7 @@ def worker(result):
     import framework_proof as fp
     L = fp.load_libvmem()
     import torch
-    L.install_torch()
+    L.install_torch(recompute=False)  # the offload alone: recomputation would take its work
     gpace = os.environ.get("CUT_OFFLOAD_GPU_PACE")  # as cut_bench.py: pacing on the device
     if gpace and L.offload_stats().get("installed"):
         import libvmem_offload

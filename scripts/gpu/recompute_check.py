@@ -92,6 +92,12 @@ def run(make, data, kind, recompute):
     torch.manual_seed(0)
     torch.cuda.manual_seed_all(0)
     m = make().cuda().train()
+    if getattr(getattr(m, "config", None), "use_cache", None):
+        # both runs without transformers' key/value cache: the layers would
+        # fill it in the forward, so a call given it runs plain, and the
+        # Recompute turns use_cache off from its first choice on, too late
+        # for this one forward (libvmem_recompute, "_use_cache")
+        m.config.use_cache = False
     rc = None
     if recompute:
         rc = rcm.Recompute(torch, m, Forced(), policy="all")
