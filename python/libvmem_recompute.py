@@ -439,8 +439,8 @@ class Recompute:
             if chosen:
                 why = _stateful_arg(torch, args, kwargs)
                 if why is not None:  # state a second forward would change: plain
-                    with self.lock:
-                        self._step_calls -= 1
+                    with self.lock:  # (still counted in _step_calls: a cut step
+                        # does not teach the need)
                         self.totals["plain_stateful_calls"] += 1
                     self._warn(k, "it was called with %s, which a second forward could "
                                   "change" % why, key="arg:" + type(block).__name__)

@@ -869,8 +869,9 @@ class StatefulArgumentTest(unittest.TestCase):
         self.assertEqual(rc.stats()["checked"], 3)  # the cache is not the blocks' state
         st.limit = 500 * MiB
         with self.assertWarns(RuntimeWarning):
-            # the first cut step: the model made its cache before the choice
-            self.assertEqual(step(st, net, ck, 1000 * MiB), [])
+            # the first cut step: the model made its cache before the choice;
+            # its demand (1400 MiB) is no need to learn from
+            self.assertEqual(step(st, net, ck, 1400 * MiB), [])
         self.assertEqual(rc.totals["plain_stateful_calls"], 3)
         self.assertEqual(rc.totals["recomputed_calls"], 0)
         self.assertEqual(net.caches[-1].layers, ["b0", "b1", "b2"])  # each layer once
@@ -878,6 +879,7 @@ class StatefulArgumentTest(unittest.TestCase):
         # from the next step no cache, and the blocks recompute
         self.assertEqual(step(st, net, ck, 1000 * MiB), ["b0", "b1", "b2"])
         self.assertIsNone(net.caches[-1])
+        self.assertEqual(rc.need, 1000 * MiB)
         self.assertEqual(rc.totals["recomputed_calls"], 3)
         st.limit = 64 * GiB  # raised: nothing recomputes, the cache comes back
         self.assertEqual(step(st, net, ck, 1000 * MiB), [])
