@@ -190,36 +190,36 @@ class _Purity:
                     return "%s has %s" % (type(m).__name__, name.lstrip("_").replace("_", " "))
         return None
 
+    def _state(self, m):
+        """Module m's attributes (by identity) and its parameters and buffers
+        (identity and version), the guard's aside."""
+        attrs = {k: id(v) for k, v in m.__dict__.items()}
+        tens = {}
+        for kind in ("_parameters", "_buffers"):
+            for k, t in (getattr(m, kind, None) or {}).items():
+                if t is not None and (id(m), k) not in self.skip:
+                    tens[(kind, k)] = (id(t), getattr(t, "_version", None))
+        return attrs, tens
+
     def snapshot(self):
-        snap = []
-        for m in self.block.modules():
-            attrs = {k: id(v) for k, v in m.__dict__.items()}
-            tens = {}
-            for kind in ("_parameters", "_buffers"):
-                for k, t in (getattr(m, kind, None) or {}).items():
-                    if t is not None and (id(m), k) not in self.skip:
-                        tens[(kind, k)] = (id(t), getattr(t, "_version", None))
-            snap.append((m, attrs, tens))
-        return snap
+        return [(m,) + self._state(m) for m in self.block.modules()]
+
+    def _changed(self, before):
+        """What the forward changed since snapshot() gave before, or None."""
+        for m, attrs, tens in before:
+            now, now_tens = self._state(m)
+            if now != attrs:
+                keys = sorted(set(now) ^ set(attrs)) or \
+                    sorted(k for k in now if now[k] != attrs.get(k))
+                return "forward sets %s.%s" % (type(m).__name__, keys[0])
+            moved = [k for (kind, k), v in tens.items() if now_tens.get((kind, k)) != v]
+            if moved:
+                return "forward changes %s.%s in place" % (type(m).__name__, moved[0])
+        return None
 
     def check(self, before):
         """After a checked forward: compares with snapshot() taken before."""
-        why = self._hooks()
-        if why is None:
-            for m, attrs, tens in before:
-                now = {k: id(v) for k, v in m.__dict__.items()}
-                if now != attrs:
-                    keys = sorted(set(now) ^ set(attrs)) or \
-                        sorted(k for k in now if now[k] != attrs.get(k))
-                    why = "forward sets %s.%s" % (type(m).__name__, keys[0])
-                    break
-                for (kind, k), (ident, ver) in tens.items():
-                    t = (getattr(m, kind, None) or {}).get(k)
-                    if t is None or id(t) != ident or getattr(t, "_version", None) != ver:
-                        why = "forward changes %s.%s in place" % (type(m).__name__, k)
-                        break
-                if why:
-                    break
+        why = self._hooks() or self._changed(before)
         if why is not None:
             self.state, self.reason = False, why
             return
@@ -231,28 +231,33 @@ class _Purity:
 _PLAIN_TYPES = (bool, int, float, complex, str, bytes, type(None))
 
 
-def _stateless(torch, v, depth=0):
+def _plain_types(torch):
+    """The argument types a second forward can take again as they are."""
+    return _PLAIN_TYPES + tuple(t for t in (getattr(torch, n, None) for n in
+                                            ("Tensor", "dtype", "device", "Size"))
+                                if isinstance(t, type))
+
+
+def _stateless(torch, v, depth=0, types=None):
     """Whether v is an argument a second forward can take again as it is:
     a tensor, None, a number, a string, a dtype or device, or a tuple, list
     or dict of those.  Anything else (a key/value cache object, say) may
-    hold state the first forward changed."""
-    if isinstance(v, _PLAIN_TYPES) or isinstance(v, getattr(torch, "Tensor", ())):
-        return True
-    kinds = tuple(t for t in (getattr(torch, "dtype", None), getattr(torch, "device", None),
-                              getattr(torch, "Size", None)) if isinstance(t, type))
-    if kinds and isinstance(v, kinds):
+    hold state the first forward changed.  types: _plain_types(torch)."""
+    types = types or _plain_types(torch)
+    if isinstance(v, types):
         return True
     if depth < 3 and isinstance(v, (tuple, list)):
-        return all(_stateless(torch, x, depth + 1) for x in v)
+        return all(_stateless(torch, x, depth + 1, types) for x in v)
     if depth < 3 and isinstance(v, dict):
-        return all(_stateless(torch, x, depth + 1) for x in v.values())
+        return all(_stateless(torch, x, depth + 1, types) for x in v.values())
     return False
 
 
 def _stateful_arg(torch, args, kwargs):
     """The first argument of a call that is not _stateless, as a name, or None."""
+    types = _plain_types(torch)
     for k, v in list(enumerate(args)) + list(kwargs.items()):
-        if not _stateless(torch, v):
+        if not _stateless(torch, v, 0, types):
             return "%s (a %s)" % (k if isinstance(k, str) else "argument %d" % k,
                                   type(v).__name__)
     return None

@@ -684,12 +684,12 @@ class WithBuffers(Block):
         return super().forward(x, scale)
 
 
-def purity_setup(kinds, require_safe=False, blocks_given=False, torch=None):
-    """A Net of blocks of the given classes (gains 10, 20, ... MiB)."""
+def purity_setup(kinds, require_safe=False, blocks_given=False, torch=None, net_cls=None):
+    """A Net (or net_cls) of blocks of the given classes (gains 10, 20, ... MiB)."""
     torch = torch or FakeTorch()
     st = Stats()
     bs = [cls(st, (10 * (k + 1) + 1) * MiB, MiB, "b%d" % k) for k, cls in enumerate(kinds)]
-    net = Net(bs)
+    net = (net_cls or Net)(bs)
     ck = FakeCheckpoint(st)
     rc = rcm.Recompute(torch, net, st.read, policy="all", checkpoint=ck, blocks=bs,
                        check=not blocks_given, require_safe=require_safe)
@@ -842,11 +842,7 @@ class CacheNet(Net):
 
 class StatefulArgumentTest(unittest.TestCase):
     def setup(self):
-        torch, st = FakeTorch(), Stats()
-        bs = [CacheBlock(st, (10 * (k + 1) + 1) * MiB, MiB, "b%d" % k) for k in range(3)]
-        net = CacheNet(bs)
-        ck = FakeCheckpoint(st)
-        rc = rcm.Recompute(torch, net, st.read, policy="all", checkpoint=ck)
+        torch, st, net, bs, ck, rc = purity_setup([CacheBlock] * 3, net_cls=CacheNet)
         return torch, st, net, ck, rc
 
     def test_stateless_arguments(self):

@@ -73,7 +73,7 @@ def one(job):
             cls.forward = counting
         scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
         adt = torch.float16 if amp == "fp16" else torch.bfloat16
-        for i in range(4):
+        def train_step(i):
             with torch.autocast("cuda", dtype=adt, enabled=amp is not None):
                 loss = step_fn(model, i)
             opt.zero_grad(set_to_none=True)
@@ -84,6 +84,8 @@ def one(job):
             else:
                 loss.backward()
                 opt.step()
+        for i in range(4):
+            train_step(i)
         torch.cuda.synchronize()
         out["hook_left"] = L._find_hook is not None
         if job == "overhead":
@@ -98,11 +100,7 @@ def one(job):
                 for i in range(5):
                     torch.cuda.synchronize()
                     t0 = time.perf_counter()
-                    with torch.autocast("cuda", dtype=adt):
-                        loss = step_fn(model, i)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
+                    train_step(i)
                     torch.cuda.synchronize()
                     if i:  # the first of each run of five is left out
                         ms[on].append((time.perf_counter() - t0) * 1e3)
