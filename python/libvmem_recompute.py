@@ -39,7 +39,16 @@ again (_Purity).  A block that fails is never recomputed (a warning names
 its class and why); with require_safe (install_torch's default, which
 found the model itself) a block not yet checked is not recomputed either.
 Nothing is recomputed while gradients are off, the module is in eval mode,
-a CUDA graph is being captured, or torch.compile is tracing.
+a CUDA graph is being captured, or torch.compile is tracing.  A block the
+program already runs under its own torch.utils.checkpoint (transformers'
+gradient_checkpointing_enable, say) or other saved tensor hooks than
+libvmem's offload's, or whose forward runs inside a backward pass (a
+reentrant checkpoint recomputing it), runs plain and is not chosen again
+until a forward of it runs outside them: a checkpoint nested in the
+program's would recompute the recomputation, and a non-reentrant one must
+see the same calls in its forward and its recomputation.  "auto" also
+leaves out a block that left less than MIN_GAIN bytes in use in its last
+uncut forward: it relieves nothing.
 docs/placement.md, "Recomputation".
 """
 
@@ -230,6 +239,11 @@ class _Purity:
 
 _PLAIN_TYPES = (bool, int, float, complex, str, bytes, type(None))
 
+# "auto" leaves out a block whose last uncut forward left fewer bytes in use
+# than this: it relieves nothing a recomputation would pay for (a block the
+# program already runs under torch.utils.checkpoint leaves only its output).
+MIN_GAIN = 1 << 20
+
 
 def _plain_types(torch):
     """The argument types a second forward can take again as they are."""
@@ -294,6 +308,14 @@ class Recompute:
         self.purity = [_Purity(torch, b, g) if check else None
                        for b, g in zip(self.blocks, self.guards)]
         self._warned = set()
+        # the backward pass's task in progress (-1: none), the top of the
+        # saved tensor hooks' stack; None: not known here
+        c = getattr(torch, "_C", None)
+        self._task_id = getattr(c, "_current_graph_task_id", None)
+        self._top_hooks = getattr(getattr(c, "_autograd", None),
+                                  "_top_saved_tensors_default_hooks", None)
+        # blocks last seen under the program's own checkpoint (_plain)
+        self.programs = [False] * len(self.blocks)
         # transformers' models fill a key/value cache in the forward when
         # config.use_cache is on (GPT-2's default): a cache a recomputed
         # block would fill twice.  While blocks recompute it is turned off,
@@ -325,6 +347,8 @@ class Recompute:
         if self.need is None or limit >= self.need:
             return frozenset(), None, None
         cand = [k for k in range(len(self.blocks)) if self._may(k)]
+        if self.policy == "auto":  # blocks that leave (next to) nothing: not worth it
+            cand = [k for k in cand if self.gain[k] is None or self.gain[k] >= MIN_GAIN]
         known = [self.gain[k] for k in cand if self.gain[k] is not None]
         if not cand:
             return frozenset(), None, None
@@ -341,7 +365,10 @@ class Recompute:
         return frozenset(chosen), deficit, covered
 
     def _may(self, k):
-        """Whether block k may be recomputed, as far as its check goes."""
+        """Whether block k may be recomputed, as far as its check goes (and
+        the program does not checkpoint it itself)."""
+        if self.programs[k]:
+            return False
         p = self.purity[k]
         if p is None:
             return True
@@ -415,6 +442,9 @@ class Recompute:
     # -- the wrapper -----------------------------------------------------
 
     def _plain(self):
+        """Why a block's call now runs as it is: None (it may recompute),
+        True, or "program" (inside the program's own checkpoint or saved
+        tensor hooks, or a backward pass)."""
         torch = self.torch
         if not torch.is_grad_enabled():
             return True
@@ -424,13 +454,34 @@ class Recompute:
         cuda = torch.cuda
         if cuda.is_available() and cuda.is_current_stream_capturing():
             return True
-        return False
+        # inside a backward pass: the program's own reentrant checkpoint
+        # running the block again (its first forward ran without gradients)
+        task = self._task_id
+        if task is not None and task() != -1:
+            return "program"
+        # saved tensor hooks other than the offload's: a non-reentrant
+        # checkpoint (or the program's own offload) has the saved tensors
+        if self._top_hooks is not None:
+            try:
+                top = self._top_hooks(True)
+            except TypeError:  # a build whose function takes no argument
+                top = self._top_hooks()
+            mod = getattr(top[0], "__module__", None) if top is not None else None
+            if top is not None and (mod or "").rsplit(".", 1)[-1] != "libvmem_offload":
+                return "program"
+        return None
 
     def _wrapper(self, k, block, forward):
         guard = self.guards[k]
 
         def wrapped(*args, **kwargs):
-            if not self.enabled or not block.training or self._plain():
+            if not self.enabled or not block.training:
+                return forward(*args, **kwargs)
+            why = self._plain()
+            if why is not None:
+                if why == "program" and not self.programs[k]:
+                    self.programs[k] = True
+                    self._key = None  # decided again without it
                 return forward(*args, **kwargs)
             torch = self.torch
             dev = torch.cuda.current_device()
@@ -451,6 +502,9 @@ class Recompute:
                                   "change" % why, key="arg:" + type(block).__name__)
                     return forward(*args, **kwargs)
             if not chosen:
+                if self.programs[k]:  # outside the program's checkpoint again
+                    self.programs[k] = False
+                    self._key = None
                 measure = self.need is None or s[0] >= self.need
                 before = s[1]
                 pur = self.purity[k]

@@ -177,6 +177,11 @@ class FakeTorch:
             is_available=lambda: ft.cuda_available,
             is_current_stream_capturing=lambda: ft.capturing)
         self.compiler = SimpleNamespace(is_compiling=lambda: ft.compiling)
+        self.task = -1  # the backward pass's graph task in progress (-1: none)
+        self.hooks = None  # the top of the saved tensor hooks' stack
+        self._C = SimpleNamespace(
+            _current_graph_task_id=lambda: ft.task,
+            _autograd=SimpleNamespace(_top_saved_tensors_default_hooks=lambda ign: ft.hooks))
 
     def is_grad_enabled(self):
         return self.grad_enabled
@@ -452,6 +457,29 @@ class ChoiceTest(unittest.TestCase):
         names, rc = chosen_after_learning([30, 30, 30], 1000 * MiB, 999 * MiB,
                                           margin_frac=0)
         self.assertEqual(sorted(names), ["b0", "b1"])
+
+    def test_auto_leaves_out_blocks_that_leave_nothing_in_use(self):
+        # block 0 leaves less than MIN_GAIN (its forward already under the
+        # program's own checkpoint, say): a 200 MiB cut takes the other two
+        # and stays short of the deficit rather than recompute block 0
+        small = (rcm.MIN_GAIN - 1) / MiB
+        names, rc = chosen_after_learning([small, 30, 50], 1000 * MiB, 800 * MiB,
+                                          margin_frac=0)
+        self.assertEqual(sorted(names), ["b1", "b2"])
+        self.assertEqual(rc.last["covered"], 80 * MiB)
+        # a block of exactly MIN_GAIN is a candidate
+        names, rc = chosen_after_learning([rcm.MIN_GAIN / MiB, 30, 50], 1000 * MiB,
+                                          800 * MiB, margin_frac=0)
+        self.assertEqual(sorted(names), ["b0", "b1", "b2"])
+        # every block under it: nothing recomputed, the cut left to the offload
+        names, rc = chosen_after_learning([0, small, 0], 1000 * MiB, 500 * MiB,
+                                          margin_frac=0)
+        self.assertEqual(names, [])
+        self.assertEqual(rc.relief(500 * MiB), 0)
+        # "all" is asked for every block: it takes them
+        names, rc = chosen_after_learning([0, small, 30], 1000 * MiB, 500 * MiB,
+                                          policy="all")
+        self.assertEqual(names, ["b0", "b1", "b2"])
 
     def test_auto_adds_a_margin_of_the_limit(self):
         limit = 999 * MiB
@@ -939,6 +967,61 @@ class PlainTest(unittest.TestCase):
     def test_plain_while_compiling(self):
         self.plain_while(lambda t: setattr(t[0], "compiling", True),
                          lambda t: setattr(t[0], "compiling", False))
+
+    def program_checkpoints(self, on, off):
+        """on(torch): the blocks run under the program's own checkpoint:
+        plain, and not chosen again until a forward of them ran outside
+        it (off): that step runs them plain too, the next recomputes."""
+        t = self.cut()
+        torch, st, net, blocks, ck, rc = t
+        on(torch)
+        self.assert_plain(*t, reads=True)
+        self.assertEqual(rc.programs, [True, True])
+        self.assertEqual(rc._choose(st.limit)[0], frozenset())
+        off(torch)
+        self.assertEqual(step(st, net, ck, 1000 * MiB), [])
+        self.assertEqual(rc.programs, [False, False])
+        self.assertEqual(step(st, net, ck, 1000 * MiB), ["b0", "b1"])
+
+    def test_plain_inside_a_backward_pass(self):
+        # the program's reentrant checkpoint runs the block's forward again
+        # in its backward: not checkpointed a second time
+        self.program_checkpoints(lambda torch: setattr(torch, "task", 7),
+                                 lambda torch: setattr(torch, "task", -1))
+
+    def test_plain_under_the_programs_saved_tensor_hooks(self):
+        # a non-reentrant checkpoint's hooks (any but the offload's)
+        def pack(t):
+            return t
+        self.program_checkpoints(lambda torch: setattr(torch, "hooks", (pack, pack)),
+                                 lambda torch: setattr(torch, "hooks", None))
+
+    def test_the_offloads_own_hooks_leave_blocks_to_recompute(self):
+        def pack(t):
+            return t
+        pack.__module__ = "libvmem_offload"
+        t = self.cut()
+        t[0].hooks = (pack, pack)
+        self.assertEqual(step(t[1], t[2], t[4], 1000 * MiB), ["b0", "b1"])
+        self.assertEqual(t[5].programs, [False, False])
+
+    def test_a_top_hooks_query_without_its_argument(self):
+        t = self.cut()
+        torch = t[0]
+
+        def pack(t):
+            return t
+        torch._C._autograd._top_saved_tensors_default_hooks = lambda: (pack, pack)
+        rc = rcm.Recompute(torch, t[2], t[1].read, policy="all", checkpoint=t[4])
+        self.assertEqual(rc._plain(), "program")
+
+    def test_a_torch_without_the_queries_is_not_plain(self):
+        t = self.cut()
+        del t[0]._C
+        rc = rcm.Recompute(t[0], t[2], t[1].read, policy="all", checkpoint=t[4])
+        self.assertIsNone(rc._task_id)
+        self.assertIsNone(rc._top_hooks)
+        self.assertIsNone(rc._plain())
 
     def test_plain_without_statistics(self):
         self.plain_while(lambda t: setattr(t[1], "none", True),

@@ -57,6 +57,8 @@ effect is per step, free of the spread between processes; CUT_ALT_PHASES,
 e.g. full,raised75: in those phases instead of the cuts; hooks_always=0,1
 alternates the offload's hooks pushed only while they may act and pushed
 all the time),
+CUT_USER_CKPT (nr or re: the program's own gradient checkpointing on the
+transformers jobs, gradient_checkpointing_enable, non-reentrant or reentrant),
 CUT_OFFLOAD_CHOICE (1: the offload measures both ways per limit and keeps the
 faster, libvmem_offload.Choice; a study knob, needs CUT_STEPS of 24 or so),
 CUT_PROFILE=1 also writes the profiled step's chrome trace to $OUT and prints
@@ -489,6 +491,12 @@ def worker(a):
     torch.backends.cudnn.deterministic = True
     model, opt, step_fn, amp = build(a.job, torch, a.batch)
     model = model.cuda().train()
+    user_ckpt = os.environ.get("CUT_USER_CKPT")
+    if user_ckpt and hasattr(model, "gradient_checkpointing_enable"):
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": user_ckpt == "re"})
+        log("the program's own gradient checkpointing: %s" % (
+            "reentrant" if user_ckpt == "re" else "non-reentrant"))
     rc = None
     if os.environ.get("CUT_RECOMPUTE") and os.environ["CUT_RECOMPUTE"] != "0":
         # CUT_RECOMPUTE=auto|all (1: auto): libvmem.recompute(model), the

@@ -17,7 +17,15 @@ swin), or:
   overhead GPT-2, uncut: what the wrappers cost a full step (their reads of
            libvmem's statistics, the checks), as steps with the wrappers on
            and off (Recompute.enabled) in turn within the process
-Each job prints one JSON line.  Runs a few uncut training steps only.
+  ckpt-nr, ckpt-re
+           GPT-2 (eager attention, deterministic) under the program's own
+           gradient checkpointing (transformers' gradient_checkpointing_enable,
+           non-reentrant or reentrant): 4 uncut steps, then cut to 50% of the
+           peak in use for 6 steps.  Run twice, with VMEM_TORCH_RECOMPUTE=1
+           and 0: the losses (bitwise), the cut steps' times and how many
+           block calls libvmem recomputed on top of the program's checkpoint
+Each job prints one JSON line.  Runs a few uncut training steps only (the
+ckpt jobs also cut steps).
 """
 import json
 import os
@@ -56,6 +64,8 @@ def one(job):
                 if i in (0, 39):
                     out["hook_after_%d_forwards" % (i + 1)] = L._find_hook is not None
         out["module_calls"] = calls
+    elif job.startswith("ckpt-"):
+        user_checkpoint(L, torch, job, out)
     else:
         base = "gpt2" if job in ("hooked", "counter", "overhead") else job
         model, opt, step_fn, amp = cut_bench.build(base, torch, None)
@@ -119,6 +129,58 @@ def one(job):
     print(json.dumps(out), flush=True)
 
 
+def user_checkpoint(L, torch, job, out):
+    """The ckpt-* jobs: GPT-2 under the program's own gradient checkpointing,
+    4 uncut steps, then 6 cut to half the peak in use."""
+    import time
+    import transformers
+    torch.manual_seed(0)
+    torch.cuda.manual_seed_all(0)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    cfg = transformers.GPT2Config()
+    model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+    model = model.cuda().train()
+    model.gradient_checkpointing_enable(
+        gradient_checkpointing_kwargs={"use_reentrant": job == "ckpt-re"})
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    g = torch.Generator().manual_seed(1)
+    toks = [torch.randint(0, cfg.vocab_size, (8, 1024), generator=g) for _ in range(2)]
+    losses, ms = [], {"full": [], "cut": []}
+    for i in range(10):
+        if i == 4:
+            torch.cuda.synchronize()
+            peak = L.stats()["devicePeakInUse"]
+            out["peak_in_use_gb"] = round(peak / 1e9, 3)
+            L.set_limit(int(peak * 0.5))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        x = toks[i % 2].cuda()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=x, labels=x).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        ms["full" if i < 4 else "cut"].append((time.perf_counter() - t0) * 1e3)
+        losses.append(loss.float().item().hex())
+    out["losses"] = losses
+    out["full_ms"] = round(min(ms["full"][1:]), 1)
+    out["cut_ms"] = [round(t, 1) for t in ms["cut"]]
+    rs = L.recompute_stats()
+    out["recomputed_calls"] = rs.get("recomputed_calls")
+    out["gains_mib"] = [None if v is None else round(v / (1 << 20), 1)
+                        for v in (rs.get("gains") or [])]
+
+
+def run_one(job, env=None):
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", job],
+                       capture_output=True, text=True, timeout=300, env=env)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if lines:
+        return json.loads(lines[-1]), r.returncode
+    return {"job": job, "rc": r.returncode, "err": r.stderr[-800:]}, r.returncode
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--one":
         one(sys.argv[2])
@@ -127,12 +189,21 @@ def main():
                             "infer", "hooked", "counter"]
     bad = 0
     for j in jobs:
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", j],
-                           capture_output=True, text=True, timeout=300)
-        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-        print(lines[-1] if lines else json.dumps({"job": j, "rc": r.returncode,
-                                                  "err": r.stderr[-800:]}), flush=True)
-        bad += r.returncode != 0
+        if j.startswith("ckpt-"):  # with libvmem's recomputation and without
+            res = {}
+            for flag in ("1", "0"):
+                res[flag], rc = run_one(j, dict(os.environ, VMEM_TORCH_RECOMPUTE=flag))
+                res[flag]["recompute_env"] = flag
+                print(json.dumps(res[flag]), flush=True)
+                bad += rc != 0
+            same = res["1"].get("losses") is not None and \
+                res["1"].get("losses") == res["0"].get("losses")
+            print(json.dumps({"job": j, "losses_bitwise_equal": same}), flush=True)
+            bad += not same
+            continue
+        r, rc = run_one(j)
+        print(json.dumps(r), flush=True)
+        bad += rc != 0
     return 1 if bad else 0
 
 
