@@ -1109,9 +1109,10 @@ class Offload:
                 import warnings
                 warnings.warn(
                     "libvmem offload: a backward pass took %.2f GB of saved tensors in bulk (a "
-                    "model compiled whole by torch.compile?): the offload leaves such tensors on "
-                    "the device, and the cut step runs at placement's speed; compile each block "
-                    "instead (docs/embedding.md)" % (self.step_bulk / 1e9), RuntimeWarning)
+                    "model compiled whole by torch.compile, or the inputs of the program's own "
+                    "checkpointed blocks?): the offload leaves such tensors on the device, and "
+                    "the cut step runs at placement's speed; with torch.compile, compile each "
+                    "block instead (docs/embedding.md)" % (self.step_bulk / 1e9), RuntimeWarning)
             new_pinned = self.pool.new_bytes
             self.pool.new_bytes = 0
             # paced by room, the device maximum is the copies' doing as much
