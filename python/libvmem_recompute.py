@@ -466,9 +466,10 @@ class Recompute:
                 top = self._top_hooks(True)
             except TypeError:  # a build whose function takes no argument
                 top = self._top_hooks()
-            mod = getattr(top[0], "__module__", None) if top is not None else None
-            if top is not None and (mod or "").rsplit(".", 1)[-1] != "libvmem_offload":
-                return "program"
+            if top is not None:
+                mod = getattr(top[0], "__module__", None) or ""
+                if mod.rsplit(".", 1)[-1] != "libvmem_offload":
+                    return "program"
         return None
 
     def _wrapper(self, k, block, forward):
