@@ -701,6 +701,17 @@ def _modified(t, expected):
         "docs/placement.md, \"Contract for embedders\".)" % (what, t._version, expected))
 
 
+def top_hooks(top):
+    """The top of this thread's default saved tensor hooks stack, a (pack,
+    unpack) tuple, or None; top: torch._C._autograd's
+    _top_saved_tensors_default_hooks (PyTorch 2.8 and later)."""
+    try:
+        t = top(True)  # ignore_is_tracing: the stack as it is
+    except TypeError:  # a build whose function takes no argument
+        t = top()
+    return None if t is None else tuple(t)
+
+
 class HookSwitch:
     """Keeps the offload's saved tensor hooks pushed only while they may act.
 
@@ -733,13 +744,8 @@ class HookSwitch:
         self.below = None if self.fixed else self.top()
 
     def top(self):
-        """The top of this thread's default hooks stack, a (pack, unpack)
-        tuple, or None."""
-        try:
-            t = self._top(True)  # ignore_is_tracing: the stack as it is
-        except TypeError:  # a build whose function takes no argument
-            t = self._top()
-        return None if t is None else tuple(t)
+        """The top of this thread's default hooks stack (top_hooks)."""
+        return top_hooks(self._top)
 
     def set(self, want):
         """Pushes (want) or pops the hooks where the rules above allow;

@@ -314,6 +314,8 @@ class Recompute:
         self._task_id = getattr(c, "_current_graph_task_id", None)
         self._top_hooks = getattr(getattr(c, "_autograd", None),
                                   "_top_saved_tensors_default_hooks", None)
+        import libvmem_offload  # the offload's own reading of that top
+        self._read_top = libvmem_offload.top_hooks
         # blocks last seen under the program's own checkpoint (_plain)
         self.programs = [False] * len(self.blocks)
         # transformers' models fill a key/value cache in the forward when
@@ -462,10 +464,7 @@ class Recompute:
         # saved tensor hooks other than the offload's: a non-reentrant
         # checkpoint (or the program's own offload) has the saved tensors
         if self._top_hooks is not None:
-            try:
-                top = self._top_hooks(True)
-            except TypeError:  # a build whose function takes no argument
-                top = self._top_hooks()
+            top = self._read_top(self._top_hooks)
             if top is not None:
                 mod = getattr(top[0], "__module__", None) or ""
                 if mod.rsplit(".", 1)[-1] != "libvmem_offload":
