@@ -316,6 +316,17 @@ VMEM_API vmem_status_t vmem_step_end(vmem_t *v);
  * VMEM_ERR_INVALID for a NULL v. */
 VMEM_API vmem_status_t vmem_step_naive(vmem_t *v);
 
+/* Tells the instance that `seconds` of the step in progress were not the
+ * job's own work: a pause of the runtime's (Python's garbage collector, a
+ * checkpoint written) that would run as long whatever the allocator did.
+ * Adds up until vmem_step_end, which leaves it out of the step's time where
+ * the placement planner compares its rules by step time (the trials,
+ * docs/placement.md), and reports it as last_step_excluded_seconds.  The
+ * step's own time (last_step_seconds), pacing and everything else are
+ * unchanged.  VMEM_OK, or VMEM_ERR_INVALID for a NULL v or a negative or
+ * non-finite seconds. */
+VMEM_API vmem_status_t vmem_step_exclude(vmem_t *v, double seconds);
+
 /* ------------------------------------------------------------------------ */
 /* Pointer information                                                      */
 /* ------------------------------------------------------------------------ */
@@ -340,12 +351,13 @@ VMEM_API vmem_status_t vmem_ptr_info(vmem_t *v, const void *ptr, vmem_ptr_info_t
 /* Statistics                                                               */
 /* ------------------------------------------------------------------------ */
 
-#define VMEM_STATS_VERSION 7 /* 2: placement .. device_trimmed appended;
+#define VMEM_STATS_VERSION 8 /* 2: placement .. device_trimmed appended;
                                 3: swap_out_bytes .. swap_skipped appended;
                                 4: cur_step_device_max, cur_step_host_max;
                                 5: naive_chosen_steps;
                                 6: device_syncs, device_sync_seconds;
-                                7: device_remaps, device_remapped */
+                                7: device_remaps, device_remapped;
+                                8: last_step_excluded_seconds */
 
 typedef struct vmem_stats {
     uint32_t size;              /* set by the caller: sizeof(vmem_stats_t) */
@@ -447,6 +459,9 @@ typedef struct vmem_stats {
      * since create and their bytes. */
     uint64_t device_remaps;
     uint64_t device_remapped;
+    /* Seconds of the last step that vmem_step_exclude reported as not the
+     * job's own (left out of the placement trials' step time). */
+    double last_step_excluded_seconds;
 } vmem_stats_t;
 
 /* Fills *stats.  The caller sets stats->size; fields beyond it are not
@@ -713,6 +728,10 @@ VMEM_API vmem_t *vmem_instance_peek(int device);
 /* Calls vmem_step_end on every instance created so far; returns the first
  * failure, VMEM_OK if none (or no instance exists). */
 VMEM_API vmem_status_t vmem_instances_step_end(void);
+
+/* Calls vmem_step_exclude on every instance created so far (VMEM_OK if none
+ * exists; VMEM_ERR_INVALID for a negative or non-finite seconds). */
+VMEM_API vmem_status_t vmem_instances_step_exclude(double seconds);
 
 /* PyTorch, torch.cuda.memory.CUDAPluggableAllocator(path, "vmem_torch_malloc",
  * "vmem_torch_free"); stream is a cudaStream_t.  malloc allocates on the

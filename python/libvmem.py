@@ -26,6 +26,7 @@ import glob
 import json
 import os
 import sys
+import time
 
 __all__ = [
     "VmemError", "library_path", "load", "install_torch", "install_cupy",
@@ -87,6 +88,8 @@ def _declare(lib):
         "vmem_instances_step_end": (st, []),
         "vmem_step_end": (st, [vp]),
         "vmem_step_naive": (st, [vp]),
+        "vmem_step_exclude": (st, [vp, c.c_double]),
+        "vmem_instances_step_exclude": (st, [c.c_double]),
         "vmem_set_limit_ex": (st, [vp, sz, c.c_uint, c.POINTER(sz)]),
         "vmem_get_limit": (st, [vp, c.POINTER(sz)]),
         "vmem_trim": (st, [vp, c.POINTER(sz)]),
@@ -241,6 +244,30 @@ def stats(device=0):
 
 _warned_double = False
 _in_hook = False
+_gc_seconds = 0.0       # Python's garbage collections since the last step end
+_gc_began = None        # perf_counter() at the start of the collection running
+_gc_hooked = False
+
+
+def _gc_callback(phase, info):
+    global _gc_seconds, _gc_began
+    if phase == "start":
+        _gc_began = time.perf_counter()
+    elif _gc_began is not None:
+        _gc_seconds += time.perf_counter() - _gc_began
+        _gc_began = None
+
+
+def _gc_seconds_taken():
+    """The seconds Python's garbage collector ran since the last call (0
+    at the first, which starts the count: gc.callbacks)."""
+    global _gc_seconds, _gc_hooked
+    if not _gc_hooked:
+        import gc
+        gc.callbacks.append(_gc_callback)
+        _gc_hooked = True
+    seconds, _gc_seconds = _gc_seconds, 0.0
+    return seconds
 
 
 def step_end(device=None):
@@ -249,7 +276,9 @@ def step_end(device=None):
     device None: every instance created so far.  While the optimizer hook of
     install_step_hook() marks the steps, a call from elsewhere is ignored
     (with one warning): two step ends per training step would split every
-    step in two for the statistics and the placement planner."""
+    step in two for the statistics and the placement planner.  The time
+    Python's garbage collector ran since the last step end is reported with
+    it (vmem_step_exclude): the planner's rule trials leave it out."""
     global _warned_double
     if _step_hook is not None and not _in_hook:
         if not _warned_double:
@@ -260,10 +289,18 @@ def step_end(device=None):
                           "remove_step_hook() to mark steps yourself)", RuntimeWarning, stacklevel=2)
         return
     lib = load()
+    # A collection's pause is not the step's own work: left out where the
+    # placement planner times its rules (vmem_step_exclude).
+    paused = _gc_seconds_taken()
     if device is None:
+        if paused > 0:
+            lib.vmem_instances_step_exclude(paused)
         st = lib.vmem_instances_step_end()
     else:
-        st = lib.vmem_step_end(_instance(device))
+        v = _instance(device)
+        if paused > 0:
+            lib.vmem_step_exclude(v, paused)
+        st = lib.vmem_step_end(v)
     if st != VMEM_OK:
         raise VmemError(st, "step_end")
     if _offload is not None:

@@ -215,6 +215,24 @@ class PythonModule(unittest.TestCase):
         self.assertEqual(lines[1], "True True 1 True True")
         self.assertEqual(lines[2], "0 0 2")
 
+    def test_step_end_reports_the_garbage_collectors_time(self):
+        # The first step end starts the count; a collection in the next step
+        # is reported with its end (vmem_step_exclude), and the step after,
+        # with none, reports 0.
+        out = run("""
+            import gc
+            L.stats()  # the instance of device 0
+            L.step_end()
+            junk = [[i] for i in range(300000)]  # containers the collection walks
+            gc.collect()
+            L.step_end()
+            print(L.stats()["miniBatchExcludedDuration"] > 0)
+            L.step_end(0)
+            print(L.stats()["miniBatchExcludedDuration"])
+            print(len([c for c in gc.callbacks if c is L._gc_callback]))
+            """)
+        self.assertEqual(out.split(), ["True", "0", "1"])
+
     def test_step_hook_ends_a_step_when_the_grad_scaler_skips(self):
         # A fake torch: the optimizer post-step hooks, and a GradScaler whose
         # step runs optimizer.step() unless the gradients held inf (as

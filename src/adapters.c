@@ -131,6 +131,18 @@ vmem_status_t vmem_instances_step_end(void)
     return first;
 }
 
+vmem_status_t vmem_instances_step_exclude(double seconds)
+{
+    if (!(seconds >= 0.0) || seconds > 1e18)
+        return VMEM_INVALID_ARG(NULL);
+    for (int d = 0; d < ADAPTER_MAX_DEVICES; d++) {
+        vmem_t *v = vmem_instance_peek(d);
+        if (v)
+            vmem_step_exclude(v, seconds);
+    }
+    return VMEM_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* PyTorch: torch.cuda.memory.CUDAPluggableAllocator                        */
 /* ------------------------------------------------------------------------ */

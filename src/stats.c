@@ -145,6 +145,7 @@ vmem_status_t vmem_get_stats(vmem_t *v, vmem_stats_t *out)
     s.device_trims = v->dev.trims;
     s.device_remaps = v->dev.remaps;
     s.device_remapped = v->dev.remapped;
+    s.last_step_excluded_seconds = v->last_step_excluded;
     s.device_trimmed = v->dev.trimmed;
     s.limit_source = v->limit_source;
     s.device = v->cfg.device;
@@ -230,6 +231,8 @@ vmem_status_t vmem_stats_json(vmem_t *v, char *buf, size_t len, size_t *needed)
     jprintf(&j, ",\"hostMemPoolSize\":%zu,\"hostMemStable\":%zu", s.host_held, stable_host);
     jprintf(&j, ",\"swapReason\":\"%s\",\"miniBatchDuration\":%llu", reason,
             (unsigned long long)(s.last_step_seconds * 1e6 + 0.5));
+    jprintf(&j, ",\"miniBatchExcludedDuration\":%llu",
+            (unsigned long long)(s.last_step_excluded_seconds * 1e6 + 0.5));
     jprintf(&j, ",\"limit\":%zu,\"pendingLimit\":%zu,\"shrinkPending\":%s,\"startCap\":%zu",
             s.limit, s.pending_limit, s.shrink_pending ? "true" : "false", s.start_cap);
     jprintf(&j, ",\"limitSource\":\"%s\",\"device\":%d", s.limit_source, s.device);

@@ -1129,6 +1129,16 @@ vmem_status_t vmem_step_naive(vmem_t *v)
     return VMEM_OK;
 }
 
+vmem_status_t vmem_step_exclude(vmem_t *v, double seconds)
+{
+    if (!v || !(seconds >= 0.0) || seconds > 1e18) /* NaN fails the first test */
+        return VMEM_INVALID_ARG(v);
+    vmem_lock(&v->lock);
+    v->step_excluded += seconds;
+    vmem_unlock(&v->lock);
+    return VMEM_OK;
+}
+
 vmem_status_t vmem_step_end(vmem_t *v)
 {
     if (!v)
@@ -1142,7 +1152,11 @@ vmem_status_t vmem_step_end(vmem_t *v)
     tags_step_end(v);
     double dur = now - v->step_start;
     place_env_t env = place_env(v);
-    env.step_seconds = dur;
+    /* The planner's trials compare rules by the step's own time: the pauses
+     * the runtime reported (vmem_step_exclude) are not the rule's. */
+    env.step_seconds = dur > v->step_excluded ? dur - v->step_excluded : 0.0;
+    v->last_step_excluded = v->step_excluded;
+    v->step_excluded = 0.0;
     /* Before place_step_end: the layout reads what the planner learned. */
     layout_step_end(&v->layout, &v->place,
                     v->dev.share_dedicated && (v->dev_backend->flags & BACKEND_F_CONTIGUOUS));

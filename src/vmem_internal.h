@@ -50,6 +50,8 @@ struct vmem {
     /* step accounting */
     uint64_t steps;
     double step_start;          /* monotonic seconds */
+    double step_excluded;       /* vmem_step_exclude's seconds in the step in progress */
+    double last_step_excluded;  /* ... in the last step */
     double last_step_seconds;
     size_t step_dev_min, step_dev_max, step_host_min, step_host_max;
     size_t last_step_dev_min, last_step_dev_max, last_step_host_min, last_step_host_max;

@@ -391,6 +391,7 @@ static const struct row {
     {"activity", "steps", "steps", ROW_COUNT},
     {"activity", "perf (time share)", "perf", ROW_PERF},
     {"last step", "duration", "miniBatchDuration", ROW_US},
+    {"last step", "runtime pauses (excluded)", "miniBatchExcludedDuration", ROW_US},
     {"last step", "device in use max", "deviceMemUsedMax", ROW_SIZE},
     {"last step", "device in use min", "deviceMemUsedMin", ROW_SIZE},
     {"last step", "device stable", "deviceMemStable", ROW_SIZE},

@@ -991,6 +991,56 @@ Test(placement, rule_chosen_by_the_mean_of_its_counted_steps)
     job_close(&j);
 }
 
+/* A pause of the runtime's (a garbage collection: 30 s here) in the faster
+ * rule's first counted step.  Reported by vmem_step_exclude, it is left out
+ * of the trials' step time and the faster rule stays; not reported, it
+ * makes that rule lose (abandoned after that step).  Returns the rule kept. */
+static int auto_with_pause(int fast_rule, int report)
+{
+    job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
+    setenv("VMEM_VMM_BIG_MIB", "4", 1);
+    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
+    unsetenv("VMEM_VMM_BIG_MIB");
+    vmem_lock(&j.v->lock);
+    place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
+    vmem_unlock(&j.v->lock);
+    int pauses = 0;
+    for (int s = 0; s < 14 && !j.v->place.decided; s++) {
+        int r = j.v->place.rule;
+        double late = r == fast_rule ? 10.0 : 12.0;
+        unsigned t = j.v->place.trial_step; /* counted: t > 0 and not a rule's first */
+        double pause = r == fast_rule && t > 0 && (t - 1) % 3 != 0 && !j.v->place.trial_n[r] ? 30.0
+                                                                                          : 0.0;
+        vmem_lock(&j.v->lock);
+        j.v->step_start -= late + pause;
+        vmem_unlock(&j.v->lock);
+        pauses += pause > 0;
+        if (pause > 0 && report)
+            cr_assert_eq(vmem_step_exclude(j.v, pause), VMEM_OK);
+        job_step(&j, j.act);
+        if (pause > 0 && report) {
+            vmem_stats_t st = {.size = sizeof st};
+            cr_assert_eq(vmem_get_stats(j.v, &st), VMEM_OK);
+            cr_assert_float_eq(st.last_step_excluded_seconds, pause, 1e-9);
+        }
+    }
+    cr_assert(j.v->place.decided, "the trials ended");
+    cr_assert_eq(pauses, 1, "one pause, in the faster rule's first counted step");
+    cr_assert_gt(j.v->place.trial_n[fast_rule], 0, "the faster rule was timed");
+    int rule = j.v->place.rule;
+    job_close(&j);
+    return rule;
+}
+
+Test(placement, a_pause_reported_by_the_runtime_does_not_choose_the_rule)
+{
+    for (int fast = PLACE_RULE_FARTHEST; fast < PLACE_NRULES; fast++) {
+        cr_assert_eq(auto_with_pause(fast, 1), fast, "reported: rule %d stays", fast);
+        cr_assert_neq(auto_with_pause(fast, 0), fast, "not reported, the pause decides (rule %d)",
+                      fast);
+    }
+}
+
 /* Swap is not timed where its first plan in the trials swaps no block: with
  * 64 MiB units (vmm's big handles) no 16 MiB activation holds two, so its
  * plan would be whole blocks like the rules timed before it.  The trials

@@ -373,3 +373,30 @@ Test(stats, fits_says_where_an_allocation_needs_no_release)
     vmem_free(v, p[0]);
     vmem_destroy(v);
 }
+
+/* vmem_step_exclude: reported seconds add up over the step, are reported for
+ * it (struct and JSON) and start again at 0; bad arguments change nothing. */
+Test(stats, step_exclude_adds_up_per_step)
+{
+    vmem_config_t cfg = sim_config(VMEM_BACKEND_SIM, 8 * MiB, 16 * MiB, 64 * MiB, NULL);
+    vmem_t *v = create_or_die(&cfg);
+    cr_assert_eq(vmem_step_exclude(NULL, 1.0), VMEM_ERR_INVALID);
+    cr_assert_eq(vmem_step_exclude(v, -1.0), VMEM_ERR_INVALID);
+    cr_assert_eq(vmem_step_exclude(v, 0.0 / 0.0), VMEM_ERR_INVALID);
+    cr_assert_eq(vmem_step_exclude(v, 1.0 / 0.0), VMEM_ERR_INVALID);
+    cr_assert_eq(vmem_instances_step_exclude(-2.0), VMEM_ERR_INVALID);
+    cr_assert_eq(vmem_step_exclude(v, 0.25), VMEM_OK);
+    cr_assert_eq(vmem_step_exclude(v, 0.5), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    vmem_stats_t s = {.size = sizeof s};
+    cr_assert_eq(vmem_get_stats(v, &s), VMEM_OK);
+    cr_assert_geq(s.version, 8);
+    cr_assert_float_eq(s.last_step_excluded_seconds, 0.75, 1e-9);
+    cJSON *j = stats_parsed(v);
+    cr_assert_float_eq(json_number(j, "miniBatchExcludedDuration"), 750000.0, 0.5);
+    cJSON_Delete(j);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+    cr_assert_eq(vmem_get_stats(v, &s), VMEM_OK);
+    cr_assert_float_eq(s.last_step_excluded_seconds, 0.0, 1e-12, "the next step starts at 0");
+    vmem_destroy(v);
+}
