@@ -879,6 +879,20 @@ Test(placement, environment_and_config)
     cr_assert_eq(vmem_create(&cfg, &v), VMEM_ERR_INVALID);
 }
 
+/* The job of the trials' tests at 128 MiB on sim-vmm (4 MiB big handles:
+ * swap's units), with the rules chosen by step time as on a real device. */
+static void job_open_trials(job_t *j)
+{
+    *j = (job_t){.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
+    setenv("VMEM_VMM_BIG_MIB", "4", 1);
+    job_open(j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
+    unsetenv("VMEM_VMM_BIG_MIB");
+    cr_assert_eq(j->v->place.auto_rule, 0, "simulated device: fewest bytes, no trials");
+    vmem_lock(&j->v->lock);
+    place_set_auto(&j->v->place, (1u << PLACE_NRULES) - 1);
+    vmem_unlock(&j->v->lock);
+}
+
 /* On a real device the rule is chosen by measured step time: a job whose
  * steps are slower under one rule ends on the other.  (Kernel time is
  * simulated by moving the step's start back under the rules made slow.) */
@@ -902,14 +916,8 @@ static void check_auto_outlier(int fast_rule, int outlier)
 
 static void check_auto_counted(int fast_rule, int outlier, unsigned *started)
 {
-    job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
-    setenv("VMEM_VMM_BIG_MIB", "4", 1); /* swap's units: see the test below */
-    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
-    unsetenv("VMEM_VMM_BIG_MIB");
-    cr_assert_eq(j.v->place.auto_rule, 0, "simulated device: fewest bytes, no trials");
-    vmem_lock(&j.v->lock);
-    place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
-    vmem_unlock(&j.v->lock);
+    job_t j;
+    job_open_trials(&j);
     unsigned seen = 0;
     int prev = -1, nth = 0; /* steps in a row under the rule in force */
     for (int r = 0; r < PLACE_NRULES; r++)
@@ -965,13 +973,8 @@ Test(placement, rule_chosen_despite_one_slow_counted_step)
  * takes 12 s every step. */
 Test(placement, rule_chosen_by_the_mean_of_its_counted_steps)
 {
-    job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
-    setenv("VMEM_VMM_BIG_MIB", "4", 1);
-    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
-    unsetenv("VMEM_VMM_BIG_MIB");
-    vmem_lock(&j.v->lock);
-    place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
-    vmem_unlock(&j.v->lock);
+    job_t j;
+    job_open_trials(&j);
     int prev = -1, nth = 0;
     for (int s = 0; s < 14 && !j.v->place.decided; s++) {
         int r = j.v->place.rule;
@@ -997,13 +1000,8 @@ Test(placement, rule_chosen_by_the_mean_of_its_counted_steps)
  * makes that rule lose (abandoned after that step).  Returns the rule kept. */
 static int auto_with_pause(int fast_rule, int report)
 {
-    job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
-    setenv("VMEM_VMM_BIG_MIB", "4", 1);
-    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 128 * MiB);
-    unsetenv("VMEM_VMM_BIG_MIB");
-    vmem_lock(&j.v->lock);
-    place_set_auto(&j.v->place, (1u << PLACE_NRULES) - 1);
-    vmem_unlock(&j.v->lock);
+    job_t j;
+    job_open_trials(&j);
     int pauses = 0;
     for (int s = 0; s < 14 && !j.v->place.decided; s++) {
         int r = j.v->place.rule;
