@@ -323,8 +323,8 @@ VMEM_API vmem_status_t vmem_step_naive(vmem_t *v);
  * the placement planner compares its rules by step time (the trials,
  * docs/placement.md), and reports it as last_step_excluded_seconds.  The
  * step's own time (last_step_seconds), pacing and everything else are
- * unchanged.  VMEM_OK, or VMEM_ERR_INVALID for a NULL v or a negative or
- * non-finite seconds. */
+ * unchanged.  VMEM_OK, or VMEM_ERR_INVALID for a NULL v or a seconds that
+ * is negative, not finite or above 1e18. */
 VMEM_API vmem_status_t vmem_step_exclude(vmem_t *v, double seconds);
 
 /* ------------------------------------------------------------------------ */
@@ -730,7 +730,7 @@ VMEM_API vmem_t *vmem_instance_peek(int device);
 VMEM_API vmem_status_t vmem_instances_step_end(void);
 
 /* Calls vmem_step_exclude on every instance created so far (VMEM_OK if none
- * exists; VMEM_ERR_INVALID for a negative or non-finite seconds). */
+ * exists; VMEM_ERR_INVALID for a seconds vmem_step_exclude refuses). */
 VMEM_API vmem_status_t vmem_instances_step_exclude(double seconds);
 
 /* PyTorch, torch.cuda.memory.CUDAPluggableAllocator(path, "vmem_torch_malloc",
