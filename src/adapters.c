@@ -133,7 +133,7 @@ vmem_status_t vmem_instances_step_end(void)
 
 vmem_status_t vmem_instances_step_exclude(double seconds)
 {
-    if (!(seconds >= 0.0) || seconds > 1e18)
+    if (!vmem_excludable_seconds(seconds))
         return VMEM_INVALID_ARG(NULL);
     for (int d = 0; d < ADAPTER_MAX_DEVICES; d++) {
         vmem_t *v = vmem_instance_peek(d);

@@ -605,8 +605,6 @@ static int trial_rule(const place_t *pl, int r)
     return r;
 }
 
-/* Steps each rule runs in the trials; the first does not count (below). */
-#define PLACE_TRIAL_STEPS 3
 
 /* A rule whose first counted step took this many times the mean of a
  * rule already timed is not timed further.  It is above the step-to-step

@@ -40,6 +40,7 @@
                                  around their allocation and their free, on host
                                  in between (moved at synchronised points) */
 #define PLACE_NRULES 3
+#define PLACE_TRIAL_STEPS 3 /* steps each rule runs in the trials; the first does not count */
 
 /* One allocation of a recorded step.
  * Invariants: at < end (when end != PLACE_OPEN), both < the record's

@@ -1131,7 +1131,7 @@ vmem_status_t vmem_step_naive(vmem_t *v)
 
 vmem_status_t vmem_step_exclude(vmem_t *v, double seconds)
 {
-    if (!v || !(seconds >= 0.0) || seconds > 1e18) /* NaN fails the first test */
+    if (!v || !vmem_excludable_seconds(seconds))
         return VMEM_INVALID_ARG(v);
     vmem_lock(&v->lock);
     v->step_excluded += seconds;

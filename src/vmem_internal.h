@@ -120,6 +120,13 @@ static inline size_t vmem_host_bytes(const vmem_t *v)
     return v->host.in_use + v->dev.host_in_use - v->deferred.host_bytes;
 }
 
+/* A duration vmem_step_exclude takes: not negative, finite, at most 1e18 s
+ * (NaN fails the first test). */
+static inline int vmem_excludable_seconds(double seconds)
+{
+    return seconds >= 0.0 && seconds <= 1e18;
+}
+
 /* log.c */
 void vmem_log(const vmem_t *v, vmem_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

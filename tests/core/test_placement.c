@@ -1007,8 +1007,8 @@ static int auto_with_pause(int fast_rule, int report)
         int r = j.v->place.rule;
         double late = r == fast_rule ? 10.0 : 12.0;
         unsigned t = j.v->place.trial_step; /* counted: t > 0 and not a rule's first */
-        double pause = r == fast_rule && t > 0 && (t - 1) % 3 != 0 && !j.v->place.trial_n[r] ? 30.0
-                                                                                          : 0.0;
+        int counted = t > 0 && (t - 1) % PLACE_TRIAL_STEPS != 0;
+        double pause = r == fast_rule && counted && !j.v->place.trial_n[r] ? 30.0 : 0.0;
         vmem_lock(&j.v->lock);
         j.v->step_start -= late + pause;
         vmem_unlock(&j.v->lock);
