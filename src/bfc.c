@@ -367,15 +367,9 @@ static size_t map_slot(const bfc_map_t *m, uintptr_t key)
 
 static int map_init(bfc_map_t *m, size_t cap)
 {
-    m->keys = calloc(cap, sizeof *m->keys);
-    m->vals = calloc(cap, sizeof *m->vals);
-    if (!m->keys || !m->vals) {
-        free(m->keys);
-        free(m->vals);
-        m->keys = NULL;
-        m->vals = NULL;
+    m->slots = calloc(cap, sizeof *m->slots);
+    if (!m->slots)
         return -1;
-    }
     m->cap = cap;
     m->count = 0;
     m->shift = 64u - (unsigned)__builtin_ctzll(cap);
@@ -386,9 +380,9 @@ static bfc_chunk_t *map_get(const bfc_map_t *m, uintptr_t key)
 {
     size_t mask = m->cap - 1;
     for (size_t i = map_slot(m, key);; i = (i + 1) & mask) {
-        if (m->keys[i] == key)
-            return m->vals[i];
-        if (m->keys[i] == 0)
+        if (m->slots[i].key == key)
+            return m->slots[i].val;
+        if (m->slots[i].key == 0)
             return NULL;
     }
 }
@@ -397,10 +391,10 @@ static void map_put_nogrow(bfc_map_t *m, uintptr_t key, bfc_chunk_t *val)
 {
     size_t mask = m->cap - 1;
     size_t i = map_slot(m, key);
-    while (m->keys[i] != 0)
+    while (m->slots[i].key != 0)
         i = (i + 1) & mask;
-    m->keys[i] = key;
-    m->vals[i] = val;
+    m->slots[i].key = key;
+    m->slots[i].val = val;
     m->count++;
 }
 
@@ -411,10 +405,9 @@ static __attribute__((noinline, cold)) int map_grow(bfc_map_t *m)
     if (map_init(&n, m->cap * 2) != 0)
         return -1;
     for (size_t i = 0; i < m->cap; i++)
-        if (m->keys[i])
-            map_put_nogrow(&n, m->keys[i], m->vals[i]);
-    free(m->keys);
-    free(m->vals);
+        if (m->slots[i].key)
+            map_put_nogrow(&n, m->slots[i].key, m->slots[i].val);
+    free(m->slots);
     *m = n;
     return 0;
 }
@@ -432,28 +425,27 @@ static HOT_INLINE bfc_chunk_t *map_del(bfc_map_t *m, uintptr_t key)
 {
     size_t mask = m->cap - 1;
     size_t i = map_slot(m, key);
-    while (m->keys[i] != key) {
-        if (m->keys[i] == 0)
+    while (m->slots[i].key != key) {
+        if (m->slots[i].key == 0)
             return NULL;
         i = (i + 1) & mask;
     }
-    bfc_chunk_t *val = m->vals[i];
+    bfc_chunk_t *val = m->slots[i].val;
     size_t j = i;
     for (;;) {
         j = (j + 1) & mask;
-        if (m->keys[j] == 0)
+        if (m->slots[j].key == 0)
             break;
-        size_t home = map_slot(m, m->keys[j]);
+        size_t home = map_slot(m, m->slots[j].key);
         /* Move j back to i if its home is not in (i, j]. */
         int in_between = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
         if (!in_between) {
-            m->keys[i] = m->keys[j];
-            m->vals[i] = m->vals[j];
+            m->slots[i] = m->slots[j];
             i = j;
         }
     }
-    m->keys[i] = 0;
-    m->vals[i] = NULL;
+    m->slots[i].key = 0;
+    m->slots[i].val = NULL;
     m->count--;
     return val;
 }
@@ -1142,8 +1134,7 @@ size_t bfc_fini(bfc_arena_t *a)
     for (size_t i = 0; i < a->nslabs; i++)
         free(a->slabs[i]);
     free(a->slabs);
-    free(a->live.keys);
-    free(a->live.vals);
+    free(a->live.slots);
     free(a->hostmap);
     memset(a, 0, sizeof *a);
     return live;

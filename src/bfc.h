@@ -82,11 +82,17 @@ typedef struct bfc_region {
                                         bfc_arena_t.share_dedicated) */
 } bfc_region_t;
 
+/* One slot of the live map: a key and its value side by side, so that a
+ * lookup reads one cache line rather than one in each of two arrays. */
+typedef struct bfc_slot {
+    uintptr_t key;
+    bfc_chunk_t *val;
+} bfc_slot_t;
+
 /* Open-addressing map from a live chunk's address to the chunk.
  * Invariant: count <= cap / 2; empty slots have key 0. */
 typedef struct bfc_map {
-    uintptr_t *keys;
-    bfc_chunk_t **vals;
+    bfc_slot_t *slots;
     size_t cap;   /* power of two */
     size_t count;
     unsigned shift;
