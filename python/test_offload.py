@@ -27,6 +27,7 @@ import libvmem_offload as off  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
+RAISED = 128 * GiB  # a limit above make()'s: the cut ends
 
 
 # --------------------------------------------------------------------------
@@ -716,13 +717,65 @@ class HooksTest(unittest.TestCase):
         cut_step(torch, o, state, [4 * MiB] * 4)
         self.assertEqual(torch.pinned, first)
         self.assertEqual(o.last_step["host_pinned_new"], 0)
-        # the cut ends: a step with nothing to offload gives the buffers back
+        # the cut ends (the limit rises): a step with nothing to offload
+        # gives the buffers back
         emptied = []
         torch._C = type("C", (), {"_host_emptyCache": staticmethod(lambda: emptied.append(1))})
         o.budget.bytes = 0
-        o.step_end(lambda dev: (64 * GiB, GiB, 0))
+        o.step_end(lambda dev: (RAISED, GiB, 0))
         self.assertEqual(o.pool.held, 0)
         self.assertEqual(emptied, [1])
+
+    def test_pinned_buffers_outlive_light_steps_under_the_same_limit(self):
+        # a job whose steps differ has steps that offload nothing under the
+        # cut: the buffers stay for keep_idle_steps - 1 of them in a row,
+        # and go at the next (or at once where the limit rose)
+        torch, o, state = make(GiB)
+        cut_step(torch, o, state, [4 * MiB] * 4)
+        held = o.pool.held
+        self.assertEqual(held, 16 * MiB)
+        o.budget.bytes = 0
+        for k in range(o.keep_idle_steps - 1):
+            o.step_end(lambda dev: (state["limit"], GiB, 0))
+            self.assertEqual(o.pool.held, held, "light step %d let the buffers go" % k)
+        o.budget.bytes = GiB  # a heavier step offloads again: the count starts over
+        cut_step(torch, o, state, [4 * MiB] * 4)
+        self.assertEqual((o.pool.held, o.last_step["host_pinned_new"]), (held, 0))
+        o.budget.bytes = 0
+        for k in range(o.keep_idle_steps - 1):
+            o.step_end(lambda dev: (state["limit"], GiB, 0))
+        self.assertEqual(o.pool.held, held)
+        o.step_end(lambda dev: (state["limit"], GiB, 0))
+        self.assertEqual(o.pool.held, 0, "let go after keep_idle_steps light steps")
+        self.assertEqual(o.last_step["cleared"], held)
+
+    def test_a_free_buffer_up_to_twice_the_size_serves_a_smaller_tensor(self):
+        torch, o, state = make(GiB)
+        cut_step(torch, o, state, [4 * MiB] * 2)
+        self.assertEqual((o.pool.held, torch.pinned), (8 * MiB, 8 * MiB))
+        # smaller tensors, as in a step of a shorter sequence: the buffers
+        # serve them, nothing new is pinned, and they go back whole
+        cut_step(torch, o, state, [3 * MiB, 2 * MiB])
+        self.assertEqual(o.last_step["host_pinned_new"], 0)
+        self.assertEqual((o.pool.held, torch.pinned), (8 * MiB, 8 * MiB))
+        self.assertEqual(sorted(o.pool.free), [4 * MiB])
+        self.assertEqual(len(o.pool.free[4 * MiB]), 2)
+        # values and shape come back through a part of a larger buffer
+        ts = [torch.cuda_tensor(3 * MiB, 7.0), torch.cuda_tensor(2 * MiB, 9.0)]
+        packed = [o.pack(t) for t in ts]
+        self.assertTrue(all(p is not t for p, t in zip(packed, ts)))
+        o._drain(block=True)
+        for p, t in reversed(list(zip(packed, ts))):
+            back = o.unpack(p)
+            self.assertEqual((back.values()[:8], back.shape), (t.values()[:8], t.shape))
+        del ts, packed, p, t, back
+        o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
+        gc.collect()
+        self.assertEqual((o.pool.held, len(o.pool.free[4 * MiB])), (8 * MiB, 2))
+        # a tensor of less than half a free buffer gets one of its own
+        cut_step(torch, o, state, [1 * MiB])
+        self.assertEqual(o.last_step["host_pinned_new"], 1 * MiB)
+        self.assertEqual(sorted(o.pool.free), [1 * MiB, 4 * MiB])
 
     class Cudart:
         """cudaHostRegister / cudaHostUnregister, recorded; err: what
@@ -753,7 +806,7 @@ class HooksTest(unittest.TestCase):
         torch._C = type("C", (), {"_host_emptyCache": staticmethod(lambda: emptied.append(1))})
         syncs = torch.syncs
         o.budget.bytes = 0
-        o.step_end(lambda dev: (64 * GiB, GiB, 0))  # the cut ends
+        o.step_end(lambda dev: (RAISED, GiB, 0))  # the cut ends
         if o.pool.releaser is not None:
             o.pool.releaser.join()
         return torch, o, rt, emptied, syncs
@@ -813,7 +866,7 @@ class HooksTest(unittest.TestCase):
         self.assertEqual((torch.pageable, torch.pinned), (0, 0))
         self.assertTrue(all(m() is not None for m in maps))
         o.budget.bytes = 0
-        o.step_end(lambda dev: (64 * GiB, GiB, 0))  # the cut ends
+        o.step_end(lambda dev: (RAISED, GiB, 0))  # the cut ends
         # unregistered, then unmapped within the step end: no mapping is left
         self.assertEqual(sorted(p for p, _ in rt.unreg), sorted(rt.reg))
         self.assertEqual([m() for m in maps], [None] * 4)
@@ -841,13 +894,13 @@ class HooksTest(unittest.TestCase):
                 cut_step(torch, o, state, [4 * MiB + 100 * k for k in range(4)])
             self.assertEqual(trims, [])  # nothing let go while cut
             o.budget.bytes = 0
-            o.step_end(lambda dev: (64 * GiB, GiB, 0))  # the cut ends
+            o.step_end(lambda dev: (RAISED, GiB, 0))  # the cut ends
             self.assertEqual(trims, [(0, 4)])  # once, after all four were unregistered
             o.pool.trim = False  # the way before: glibc gives them back when it will
             o.budget.bytes = GiB
             cut_step(torch, o, state, [4 * MiB])
             o.budget.bytes = 0
-            o.step_end(lambda dev: (64 * GiB, GiB, 0))
+            o.step_end(lambda dev: (RAISED, GiB, 0))
             self.assertEqual((trims, len(rt.unreg)), ([(0, 4)], 5))
         finally:
             off.ctypes.CDLL = real
@@ -878,7 +931,7 @@ class HooksTest(unittest.TestCase):
             cut_step(torch, o, state, sizes)
             self.assertEqual(calls, [])  # off by default
             o.budget.bytes = 0
-            o.step_end(lambda dev: (64 * GiB, GiB, 0))  # the cut ends: buffers let go
+            o.step_end(lambda dev: (RAISED, GiB, 0))  # the cut ends: buffers let go
             o.pool.huge = True
             o.budget.bytes = GiB
             cut_step(torch, o, state, sizes)
@@ -943,8 +996,8 @@ class HooksTest(unittest.TestCase):
         self.assertEqual([o.pack(t) is t for t in t2], [False, False, False])
         # the cut ends: the skips are forgotten
         o.budget.bytes = 0
-        o.step_end(lambda dev: (64 * GiB, GiB, 0))
-        o.step_end(lambda dev: (64 * GiB, GiB, 0))
+        o.step_end(lambda dev: (RAISED, GiB, 0))
+        o.step_end(lambda dev: (RAISED, GiB, 0))
         self.assertEqual(o.skip, {})
 
     def test_a_tensor_handed_back_before_its_copy_out_is_done_is_held_until_it_is(self):

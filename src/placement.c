@@ -648,8 +648,10 @@ static void auto_next(place_t *pl)
 }
 
 /* One planned step's time under the rule in force; moves through the
- * trials (see place_t): PLACE_TRIAL_STEPS steps per rule. */
-static void auto_note_step(place_t *pl, const place_env_t *env)
+ * trials (see place_t): PLACE_TRIAL_STEPS steps per rule.  `alike`: the
+ * step repeated the step before it, item by item to its end (its plan's
+ * source was that step, not a kept variant). */
+static void auto_note_step(place_t *pl, const place_env_t *env, int alike)
 {
     if (env->limit != pl->trial_limit) {
         pl->trial_limit = env->limit;
@@ -665,6 +667,21 @@ static void auto_note_step(place_t *pl, const place_env_t *env)
     }
     if (pl->decided || pl->state != PLACE_ST_PLAN || !(pl->step_placed || pl->step_swapped))
         return;
+    /* Steps that differ (shapes that vary from step to step: a plan from a
+     * kept variant, or one the step left) take the time of their own work,
+     * not of the rule in force: the trials end on the first rule, as if
+     * they had not run.  GPT-2 with sequence lengths drawn per step from
+     * three buckets, 50% cut on an H100: its trial steps compared the
+     * rules on different lengths, and a swap trial step put 7.0 GB on host
+     * where naive put none, 510 ms against 166 (docs/placement.md, "Rule
+     * trials on steps that differ"). */
+    if (!alike && pl->trial_step > 0) {
+        pl->rule = trial_rule(pl, 0);
+        pl->decided = 1;
+        pl->trial_fresh = 0;
+        pl->stats.trials_unlike++;
+        return;
+    }
     unsigned t = pl->trial_step++;
     /* Step 0 is the step the cut arrived in (or the first plan).  Of each
      * rule's steps the first does not count: a step's time, measured
@@ -1657,7 +1674,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
                 !pl->step_naive && !pl->step_fallback && fits(pl, r, env->limit);
     int rule_before = pl->rule;
     if (pl->auto_rule)
-        auto_note_step(pl, env);
+        auto_note_step(pl, env, full && pl->src < 0);
     /* The margin answers the fallbacks of the rule in force; the next rule
      * (a trial's next, or the one chosen) learns its own: a swap trial's
      * fallbacks kept BERT's chosen rule placing 1-2 GB more on host for

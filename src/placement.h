@@ -171,6 +171,8 @@ typedef struct place_stats {
     uint64_t diverged_steps;     /* steps that left their plan (naive from there) */
     uint64_t naive_chosen;       /* steps left naive: it would put no more on host
                                     (vmem_stats_t.naive_chosen_steps) */
+    uint64_t trials_unlike;      /* rule trials ended by a step unlike the one
+                                    before (place_set_auto) */
     uint64_t plans;              /* plans computed */
     uint64_t planned_host_allocs, planned_host_bytes; /* placed on host by a plan */
     uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */
@@ -211,7 +213,10 @@ struct place {
      * rule's queued GPU work); a rule whose first counted step is far
      * slower than a rule timed before it is not timed further, and swap
      * is not timed where its first plan swaps no block (it is then a
-     * whole-block rule like the two timed before it). */
+     * whole-block rule like the two timed before it).  A planned step
+     * past the transition that does not repeat the step before it (a plan
+     * from a kept variant, or left) ends the trials on the first rule:
+     * steps of different work do not compare rules. */
     int auto_rule;
     unsigned auto_rules;      /* bit r: rule r takes part in the trials */
     unsigned trial_step;

@@ -86,7 +86,7 @@ static void place_debug(void *ctx, const place_t *pl)
              "device %llu, fallback %llu, unplanned spills %llu; "
              "margin %llu + %llu; "
              "rule %s%s (mean step %.4f s farthest, %.4f s largest, %.4f s swap); swaps: %zu planned, "
-             "%llu out, %llu in, %llu skipped",
+             "%llu out, %llu in, %llu skipped; trials ended by steps unlike the one before: %llu",
              (unsigned long long)v->steps,
              pl->idle ? "idle (not recorded)" : names[pl->state < 5 ? pl->state : 0],
              pl->src >= 0 ? "a kept variant" : "the last step", pl->offset,
@@ -99,7 +99,8 @@ static void place_debug(void *ctx, const place_t *pl)
              pl->auto_rule ? (pl->decided ? ", chosen" : ", on trial") : "", pl->trial_mean[0],
              pl->trial_mean[1], pl->trial_mean[2], pl->nmoves,
              (unsigned long long)pl->stats.swap_out_bytes, (unsigned long long)pl->stats.swap_in_bytes,
-             (unsigned long long)pl->stats.swap_skipped);
+             (unsigned long long)pl->stats.swap_skipped,
+             (unsigned long long)pl->stats.trials_unlike);
 }
 
 /* Variable `name` (value e) as a count of events, dflt when unset; -1 if

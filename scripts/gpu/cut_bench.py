@@ -27,7 +27,9 @@ uncut steps of the same numbers, with the share of the uncut process's steps
 more than 5% above its median (the machine's own spread), and the CPU's speed
 then (cpu_probe before each step, probe_ms in the JSON) and its time to queue
 a step, over the full steps', and the share of steps above 1.05x the full
-step after the raise and among the full steps (the same process's spread).  Environment: CUT_JOBS, CUT_MODES (a mode
+step after the raise and among the full steps (the same process's spread).  Environment: CUT_JOBS
+(gpt2, resnet50, bert, vit, convnext, effnet, swin; gpt2var: GPT-2 whose sequence length is drawn
+per step from 512, 768 and 1024, the same in every process, so its steps differ), CUT_MODES (a mode
 RULE+offload, e.g. planned+offload, also installs libvmem_offload's saved
 tensor hooks; plain modes run without), CUT_FULL (F, 5), CUT_STEPS (C, 13: the
 transition, three trial steps for each of three rules, then three under the
@@ -117,6 +119,7 @@ import collections
 import gc
 import json
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -176,6 +179,22 @@ def build(job, torch, batch):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
         return model, opt, step_fn, amp
     import transformers
+    if job == "gpt2var":
+        # GPT-2 small whose steps differ: each step's sequence length is drawn
+        # from three buckets (512, 768, 1024 tokens, batch 8) by its step
+        # number, the same in every process (padding to buckets, as a job
+        # with dynamic padding does); the planner was not tuned on it
+        cfg = transformers.GPT2Config()
+        model = transformers.GPT2LMHeadModel(cfg)
+        b = batch or 8
+
+        def var_step(m, i):
+            n = random.Random(i).choice((512, 768, 1024))
+            x = torch.randint(0, cfg.vocab_size, (b, n),
+                              generator=torch.Generator().manual_seed(i)).cuda()
+            return m(input_ids=x, labels=x).loss
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+        return model, opt, var_step, "bf16"
     if job == "gpt2":
         cfg = transformers.GPT2Config()
         model = transformers.GPT2LMHeadModel(cfg)

@@ -1039,6 +1039,46 @@ Test(placement, a_pause_reported_by_the_runtime_does_not_choose_the_rule)
     }
 }
 
+/* Steps that differ (activations of 16 and 12 MiB in turn, as sequence
+ * lengths drawn per step: each step is planned from the kept variant of its
+ * shape, not from the step before) end the trials at their first step past
+ * the transition, on the first rule (farthest), even where another rule's
+ * steps ran faster: the times of steps of different work do not compare
+ * rules.  Without the check, largest wins here. */
+Test(placement, steps_that_differ_end_the_trials_on_the_first_rule)
+{
+    job_t j;
+    job_open_trials(&j);
+    const size_t acts[2] = {16 * MiB, 12 * MiB};
+    unsigned timed = 0;
+    for (int s = 0; s < 16 && !j.v->place.decided; s++) {
+        double late = j.v->place.rule == PLACE_RULE_FARTHEST ? 20.0 : 10.0;
+        vmem_lock(&j.v->lock);
+        j.v->step_start -= late;
+        vmem_unlock(&j.v->lock);
+        job_step(&j, acts[s % 2]);
+        timed = j.v->place.trial_step;
+    }
+    cr_assert(j.v->place.decided, "the trials ended");
+    cr_assert_eq(j.v->place.rule, PLACE_RULE_FARTHEST, "rule %d kept", j.v->place.rule);
+    cr_assert_eq(j.v->place.stats.trials_unlike, 1);
+    cr_assert_leq(timed, 1, "ended after the transition (%u trial steps)", timed);
+    /* The same job with steps alike: the trials run, and largest wins. */
+    job_close(&j);
+    job_open_trials(&j);
+    for (int s = 0; s < 16 && !j.v->place.decided; s++) {
+        double late = j.v->place.rule == PLACE_RULE_FARTHEST ? 20.0 : 10.0;
+        vmem_lock(&j.v->lock);
+        j.v->step_start -= late;
+        vmem_unlock(&j.v->lock);
+        job_step(&j, acts[0]);
+    }
+    cr_assert(j.v->place.decided, "the trials ended");
+    cr_assert_neq(j.v->place.rule, PLACE_RULE_FARTHEST, "steps alike: the faster rule stays");
+    cr_assert_eq(j.v->place.stats.trials_unlike, 0);
+    job_close(&j);
+}
+
 /* Swap is not timed where its first plan in the trials swaps no block: with
  * 64 MiB units (vmm's big handles) no 16 MiB activation holds two, so its
  * plan would be whole blocks like the rules timed before it.  The trials
