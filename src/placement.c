@@ -521,6 +521,7 @@ static void record_reset(place_record_t *r)
     r->n = 0;
     r->nevents = 0;
     r->overflow = 0;
+    r->limit_changed = 0;
     r->peak_total = 0;
     r->dev_start = 0;
     seqmap_reset(&r->seqs[0]);
@@ -1557,7 +1558,14 @@ static void variant_keep(place_t *pl, place_record_t *old, const place_record_t 
         if (slot < 0 || pl->var_used[v] < pl->var_used[slot])
             slot = v;
     }
-    if (same || !old->n || old->overflow || old->n > PLACE_VARIANT_ITEMS)
+    /* Not the record of a step in which (or just before which) the limit
+     * changed: the runtime's own answer to the cut starts in it (the
+     * offload's first copies, blocks recomputed), so later steps of its
+     * shape do not repeat it.  GPT-2 with varying lengths, 50% cut on an
+     * H100: a 768-token step planned from the cut step's record put 1.41 GB
+     * on host where naive put none (docs/placement.md, "Rule trials on
+     * steps that differ"). */
+    if (same || !old->n || old->overflow || old->n > PLACE_VARIANT_ITEMS || old->limit_changed)
         return;
     place_record_t t = pl->var[slot];
     pl->var[slot] = *old;
@@ -1629,9 +1637,11 @@ static void idle_step_end(place_t *pl, const place_env_t *env)
 
 void place_limit_changed(place_t *pl, const place_env_t *env)
 {
-    if (!pl->idle || pl->rec[pl->cur].nevents)
-        return; /* recording, or the rest of the step stays unrecorded (naive) */
-    recording_resume(pl, env);
+    /* Idle at a step's start: recording resumes (else recording, or the
+     * rest of the step stays unrecorded: naive). */
+    if (pl->idle && !pl->rec[pl->cur].nevents)
+        recording_resume(pl, env);
+    pl->rec[pl->cur].limit_changed = 1;
 }
 
 void place_step_end(place_t *pl, const place_env_t *env)
