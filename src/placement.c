@@ -1642,6 +1642,15 @@ void place_limit_changed(place_t *pl, const place_env_t *env)
     if (pl->idle && !pl->rec[pl->cur].nevents)
         recording_resume(pl, env);
     pl->rec[pl->cur].limit_changed = 1;
+    /* The kept variants were recorded under the old limit, with the
+     * runtime's answer to it (blocks recomputed, tensors offloaded): a
+     * 768-token step of GPT-2 with varying lengths, cut to 50% after a 75%
+     * cut, was planned from a 75% step's record and put 7.3 GB on host
+     * where naive put none (docs/placement.md, "Rule trials on steps that
+     * differ").  They are learned again under the new one.  (The data of a
+     * variant the step in progress plans from stays until the step ends.) */
+    for (int k = 0; k < PLACE_VARIANTS; k++)
+        pl->var_used[k] = 0;
 }
 
 void place_step_end(place_t *pl, const place_env_t *env)

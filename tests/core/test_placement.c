@@ -1089,12 +1089,13 @@ static unsigned variants_kept(const vmem_t *v)
 
 /* The record of the step the limit changed before (or in) is not kept as a
  * variant: the runtime's answer to the cut (offload, recomputation) starts
- * there, so later steps of its shape do not repeat it.  Steps of 16 and 12
+ * there, so later steps of its shape do not repeat it; and a limit change
+ * drops the variants kept under the old limit.  Steps of 16 and 12
  * MiB activations in turn, cut between steps: the first cut step's record
  * (16 MiB) is dropped, the next step's (12 MiB) is kept; a limit changed in
  * the middle of a step drops that step's record too (no kept variant is
  * flagged two steps later). */
-Test(placement, the_record_of_a_cut_step_is_not_kept_as_a_variant)
+Test(placement, the_record_of_a_cut_step_is_not_kept_as_a_variant_nor_those_of_the_old_limit)
 {
     job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
     job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 0);
@@ -1108,6 +1109,13 @@ Test(placement, the_record_of_a_cut_step_is_not_kept_as_a_variant)
     cr_assert_eq(variants_kept(j.v), 0, "the cut step's record was kept");
     job_step(&j, acts[0]);
     cr_assert_eq(variants_kept(j.v), 1, "the step after the cut step is kept");
+    /* Another limit: the variants recorded under the old one are dropped. */
+    cr_assert_eq(vmem_set_limit(j.v, 124 * MiB, NULL), VMEM_OK);
+    cr_assert_eq(variants_kept(j.v), 0, "variants of the old limit kept");
+    job_step(&j, acts[1]);
+    job_step(&j, acts[0]);
+    job_step(&j, acts[1]);
+    cr_assert_eq(variants_kept(j.v), 1, "learned again under the new limit");
     /* A limit change within a step: that step's record is not kept either. */
     void *p = vmem_alloc(j.v, MiB);
     cr_assert_not_null(p);
