@@ -10,6 +10,14 @@ static void curve_drop(place_t *pl);
 #define PLACE_MATCH_MAX 16u               /* allocations to tell candidate offsets apart */
 #define PLACE_PAIR_WINDOW 32u             /* how far ahead pair_open looks for a block's pair */
 #define PLACE_RESYNC_MAX 64u              /* failed re-matches before a step is given up */
+/* Times a step may leave its plan and find its sequence again: one that left
+ * it more often does not repeat its source, and the rest of it is naive.  The
+ * recorded traces re-match at most 16 times a step (ResNet-50's), GPT-2's
+ * repeating cut steps 11; a 768-token step of GPT-2 with varying lengths
+ * matched to another length's record re-matched 44 times and put 7.3 GB on
+ * host where naive put none (docs/placement.md, "Rule trials on steps that
+ * differ"). */
+#define PLACE_REMATCH_MAX 32u
 #define MiB ((uint64_t)1 << 20)
 
 /* ------------------------------------------------------------------------ */
@@ -1351,8 +1359,11 @@ unsigned place_decide_step(place_t *pl, uint64_t req, uintptr_t stream, const pl
          * naive until it is found again further on. */
         pl->state = PLACE_ST_RESYNC;
         pl->div_pos = pl->pos;
-        pl->resyncs++;
         pl->mk = 0;
+        if (++pl->resyncs > PLACE_REMATCH_MAX) {
+            pl->state = PLACE_ST_DIVERGED;
+            return PLACE_NONE;
+        }
         /* fall through */
     case PLACE_ST_RESYNC:
         m = match_step(pl, pl->offset, req, stream, &at);

@@ -1131,6 +1131,54 @@ Test(placement, the_record_of_a_cut_step_is_not_kept_as_a_variant_nor_those_of_t
     job_close(&j);
 }
 
+/* One step of 80 blocks of distinct sizes (about 100 MiB live at its
+ * peak), then 20 temporaries of 4 MiB; `extra`: a small allocation, freed at once, after every other
+ * block, which makes the step leave the last step's sequence 40 times. */
+static void rematch_step(vmem_t *v, int extra)
+{
+    void *p[80];
+    for (int i = 0; i < 80; i++) {
+        p[i] = vmem_alloc(v, MiB + (size_t)i * 4096);
+        cr_assert_not_null(p[i]);
+        if (extra && i % 2) {
+            void *q = vmem_alloc(v, 7000);
+            cr_assert_not_null(q);
+            cr_assert_eq(vmem_free(v, q), VMEM_OK);
+        }
+    }
+    for (int t = 0; t < 20; t++) { /* temporaries at the peak: naive puts each on host */
+        void *q = vmem_alloc(v, 4 * MiB);
+        cr_assert_not_null(q);
+        cr_assert_eq(vmem_free(v, q), VMEM_OK);
+    }
+    for (int i = 0; i < 80; i++)
+        cr_assert_eq(vmem_free(v, p[i]), VMEM_OK);
+    cr_assert_eq(vmem_step_end(v), VMEM_OK);
+}
+
+/* A step that leaves its plan and finds its sequence again more than
+ * PLACE_REMATCH_MAX times does not repeat its source: the rest of it is
+ * naive (a diverged step), where a few departures keep the plan. */
+Test(placement, a_step_that_keeps_leaving_its_plan_goes_naive)
+{
+    vmem_config_t cfg;
+    vmem_config_init(&cfg);
+    cfg.backend = VMEM_BACKEND_SIM_VMM;
+    cfg.sim_capacity = GiB;
+    cfg.limit = 64 * MiB;
+    cfg.placement = VMEM_PLACEMENT_PLANNED;
+    vmem_t *v = NULL;
+    cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+    for (int s = 0; s < 3; s++)
+        rematch_step(v, 0);
+    uint64_t planned = v->place.stats.planned_steps, diverged = v->place.stats.diverged_steps;
+    cr_assert_gt(planned, 0, "the repeating steps are planned");
+    rematch_step(v, 1); /* 40 departures */
+    cr_assert_eq(v->place.stats.diverged_steps, diverged + 1, "the step kept its plan");
+    cr_assert_eq(v->place.stats.planned_steps, planned);
+    vmem_destroy(v);
+}
+
 /* Swap is not timed where its first plan in the trials swaps no block: with
  * 64 MiB units (vmm's big handles) no 16 MiB activation holds two, so its
  * plan would be whole blocks like the rules timed before it.  The trials
