@@ -529,7 +529,6 @@ static void record_reset(place_record_t *r)
     r->n = 0;
     r->nevents = 0;
     r->overflow = 0;
-    r->limit_changed = 0;
     r->peak_total = 0;
     r->dev_start = 0;
     seqmap_reset(&r->seqs[0]);
@@ -1569,14 +1568,7 @@ static void variant_keep(place_t *pl, place_record_t *old, const place_record_t 
         if (slot < 0 || pl->var_used[v] < pl->var_used[slot])
             slot = v;
     }
-    /* Not the record of a step in which (or just before which) the limit
-     * changed: the runtime's own answer to the cut starts in it (the
-     * offload's first copies, blocks recomputed), so later steps of its
-     * shape do not repeat it.  GPT-2 with varying lengths, 50% cut on an
-     * H100: a 768-token step planned from the cut step's record put 1.41 GB
-     * on host where naive put none (docs/placement.md, "Rule trials on
-     * steps that differ"). */
-    if (same || !old->n || old->overflow || old->n > PLACE_VARIANT_ITEMS || old->limit_changed)
+    if (same || !old->n || old->overflow || old->n > PLACE_VARIANT_ITEMS)
         return;
     place_record_t t = pl->var[slot];
     pl->var[slot] = *old;
@@ -1652,14 +1644,14 @@ void place_limit_changed(place_t *pl, const place_env_t *env)
      * rest of the step stays unrecorded: naive). */
     if (pl->idle && !pl->rec[pl->cur].nevents)
         recording_resume(pl, env);
-    pl->rec[pl->cur].limit_changed = 1;
     /* The kept variants were recorded under the old limit, with the
-     * runtime's answer to it (blocks recomputed, tensors offloaded): a
-     * 768-token step of GPT-2 with varying lengths, cut to 50% after a 75%
-     * cut, was planned from a 75% step's record and put 7.3 GB on host
-     * where naive put none (docs/placement.md, "Rule trials on steps that
-     * differ").  They are learned again under the new one.  (The data of a
-     * variant the step in progress plans from stays until the step ends.) */
+     * runtime's answer to it (blocks recomputed, tensors offloaded): in
+     * GPT-2 with varying lengths cut to 50% after a 75% cut, the first step
+     * after the cut step was planned from a 75% step's record, re-matched
+     * it 43 times and placed 6.7 GB on host (docs/placement.md, "Rule
+     * trials on steps that differ").  They are learned again under the new
+     * one.  (The data of a variant the step in progress plans from stays
+     * until the step ends.) */
     for (int k = 0; k < PLACE_VARIANTS; k++)
         pl->var_used[k] = 0;
 }
