@@ -144,6 +144,15 @@ TIMM = {"vit": ("vit_base_patch16_224", 64, False, "bf16"),
         "swin": ("swin_tiny_patch4_window7_224", 64, False, "bf16")}
 
 
+# gpt2var: the sequence lengths, one drawn per step by its number
+VAR_LENGTHS = (512, 768, 1024)
+
+
+def var_length(i):
+    """The sequence length of gpt2var's step i (the same in every process)."""
+    return random.Random(i).choice(VAR_LENGTHS)
+
+
 def build(job, torch, batch):
     nn, F = torch.nn, torch.nn.functional
     g = torch.Generator().manual_seed(1234)
@@ -189,8 +198,7 @@ def build(job, torch, batch):
         b = batch or 8
 
         def var_step(m, i):
-            n = random.Random(i).choice((512, 768, 1024))
-            x = torch.randint(0, cfg.vocab_size, (b, n),
+            x = torch.randint(0, cfg.vocab_size, (b, var_length(i)),
                               generator=torch.Generator().manual_seed(i)).cuda()
             return m(input_ids=x, labels=x).loss
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
