@@ -657,8 +657,9 @@ static void auto_next(place_t *pl)
 
 /* One planned step's time under the rule in force; moves through the
  * trials (see place_t): PLACE_TRIAL_STEPS steps per rule.  `alike`: the
- * step repeated the step before it, item by item to its end (its plan's
- * source was that step, not a kept variant). */
+ * step was planned from the step before it, not from a kept variant (a
+ * few re-matches allowed: the recorded traces of jobs whose steps repeat
+ * have steps that leave and re-find their plan 2-16 times). */
 static void auto_note_step(place_t *pl, const place_env_t *env, int alike)
 {
     if (env->limit != pl->trial_limit) {
@@ -676,7 +677,7 @@ static void auto_note_step(place_t *pl, const place_env_t *env, int alike)
     if (pl->decided || pl->state != PLACE_ST_PLAN || !(pl->step_placed || pl->step_swapped))
         return;
     /* Steps that differ (shapes that vary from step to step: a plan from a
-     * kept variant, or one the step left) take the time of their own work,
+     * kept variant) take the time of their own work,
      * not of the rule in force: the trials end on the first rule, as if
      * they had not run.  GPT-2 with sequence lengths drawn per step from
      * three buckets, 50% cut on an H100: its trial steps compared the
@@ -1696,7 +1697,7 @@ void place_step_end(place_t *pl, const place_env_t *env)
                 !pl->step_naive && !pl->step_fallback && fits(pl, r, env->limit);
     int rule_before = pl->rule;
     if (pl->auto_rule)
-        auto_note_step(pl, env, full && pl->src < 0);
+        auto_note_step(pl, env, pl->src < 0);
     /* The margin answers the fallbacks of the rule in force; the next rule
      * (a trial's next, or the one chosen) learns its own: a swap trial's
      * fallbacks kept BERT's chosen rule placing 1-2 GB more on host for

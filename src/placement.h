@@ -214,9 +214,9 @@ struct place {
      * slower than a rule timed before it is not timed further, and swap
      * is not timed where its first plan swaps no block (it is then a
      * whole-block rule like the two timed before it).  A planned step
-     * past the transition that does not repeat the step before it (a plan
-     * from a kept variant, or left) ends the trials on the first rule:
-     * steps of different work do not compare rules. */
+     * past the transition planned from a kept variant (not from the step
+     * before it) ends the trials on the first rule: steps of different
+     * work do not compare rules. */
     int auto_rule;
     unsigned auto_rules;      /* bit r: rule r takes part in the trials */
     unsigned trial_step;
