@@ -17,31 +17,9 @@ for r in 1 2 3 4; do
             echo "round $r $name: exit $?"
     done
 done
-python3 - "$OUT" <<'PY'
-import collections, glob, json, os, statistics, sys
-libs = ["oldlib", "inlinelib", "build-gpu"]
-ratios = collections.defaultdict(list)
-for f in glob.glob(os.path.join(sys.argv[1], "r*-*/replay-alternate.jsonl")):
-    which = f.split(os.sep)[-2].split("-", 1)[1]
-    for line in open(f):
-        run = json.loads(line)["run"]
-        if run.get("paired_ratio") and run["backend"].endswith("(+torch)"):
-            ratios[(run["trace"], run["backend"].split("(")[0], which)].append(run["paired_ratio"])
-print("%-24s %-5s %s" % ("trace", "back", "  ".join("%-22s" % l for l in libs)))
-over = collections.Counter()
-for t, b in sorted({(t, b) for t, b, _ in ratios}):
-    cells = []
-    for l in libs:
-        v = ratios.get((t, b, l), [])
-        if v:
-            m = statistics.median(v)
-            over[l] += m > 0.2
-            cells.append("%.3f (%.3f-%.3f)" % (m, min(v), max(v)))
-        else:
-            cells.append("-")
-    print("%-24s %-5s %s" % (t, b, "  ".join("%-22s" % c for c in cells)))
-print("pairs with a median above 0.2:", dict(over))
-PY
+# (it ran as an inline Python here-document, the same code without the count
+# per cell; now the shared script)
+python3 scripts/gpu/replay_libs_summary.py "$OUT" oldlib inlinelib build-gpu
 echo "== vmem-replay, no PyTorch in the process (ns_per_op, ns_per_op_min)"
 for i in 1 2 3; do
     for t in seg bert; do

@@ -13,31 +13,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 LIBS=${LIBS:-v-base v-ded v-slot v-both}
 ROUNDS=${ROUNDS_OUTER:-4}
 summary() {
-python3 - "$OUT" $LIBS <<'PY'
-import collections, glob, json, os, statistics, sys
-out, libs = sys.argv[1], sys.argv[2:]
-ratios = collections.defaultdict(list)
-for f in glob.glob(os.path.join(out, "r*-*/replay-alternate.jsonl")):
-    which = f.split(os.sep)[-2].split("-", 1)[1]
-    for line in open(f):
-        run = json.loads(line)["run"]
-        if run.get("paired_ratio") and run["backend"].endswith("(+torch)"):
-            ratios[(run["trace"], run["backend"].split("(")[0], which)].append(run["paired_ratio"])
-print("%-24s %-5s %s" % ("trace", "back", "  ".join("%-22s" % l for l in libs)))
-over = collections.Counter()
-for t, b in sorted({(t, b) for t, b, _ in ratios}):
-    cells = []
-    for l in libs:
-        v = ratios.get((t, b, l), [])
-        if v:
-            m = statistics.median(v)
-            over[l] += m > 0.2
-            cells.append("%.3f (%.3f-%.3f) %d" % (m, min(v), max(v), len(v)))
-        else:
-            cells.append("-")
-    print("%-24s %-5s %s" % (t, b, "  ".join("%-22s" % c for c in cells)))
-print("pairs with a median above 0.2:", dict(over))
-PY
+    # (it ran as an inline Python here-document: the same code, now the script)
+    python3 scripts/gpu/replay_libs_summary.py "$OUT" $LIBS
 }
 for r in $(seq "$ROUNDS"); do
     for name in $LIBS; do
