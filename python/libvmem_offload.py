@@ -1177,14 +1177,11 @@ class Offload:
             self.last_demand = dmax + hmax
             self.look_for_cut = self.start_at_cut
             if self.step_offloaded:
-                self.pool_limit, self.idle_steps = limit, 0
-            elif self.budget.bytes:
-                self.idle_steps = 0
-            else:
-                self.idle_steps += 1
-            if not self.budget.bytes and not self.step_offloaded and (
-                    self.pool_limit is None or limit > self.pool_limit or
-                    self.idle_steps >= self.keep_idle_steps):
+                self.pool_limit = limit
+            idle = not self.budget.bytes and not self.step_offloaded
+            self.idle_steps = self.idle_steps + 1 if idle else 0
+            if idle and (self.pool_limit is None or limit > self.pool_limit or
+                         self.idle_steps >= self.keep_idle_steps):
                 t0, held = time.perf_counter(), self.pool.held
                 self.pool.clear()
                 self.last_step["clear_s"] = time.perf_counter() - t0

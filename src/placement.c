@@ -613,7 +613,6 @@ static int trial_rule(const place_t *pl, int r)
     return r;
 }
 
-
 /* A rule whose first counted step took this many times the mean of a
  * rule already timed is not timed further.  It is above the step-to-step
  * spread of one rule's settled steps on the H100s here (GPT-2 at 50%:

@@ -171,8 +171,8 @@ typedef struct place_stats {
     uint64_t diverged_steps;     /* steps that left their plan (naive from there) */
     uint64_t naive_chosen;       /* steps left naive: it would put no more on host
                                     (vmem_stats_t.naive_chosen_steps) */
-    uint64_t trials_unlike;      /* rule trials ended by a step unlike the one
-                                    before (place_set_auto) */
+    uint64_t trials_unlike;      /* rule trials ended by a step planned from a
+                                    kept variant (place_set_auto) */
     uint64_t plans;              /* plans computed */
     uint64_t planned_host_allocs, planned_host_bytes; /* placed on host by a plan */
     uint64_t fallback_allocs, fallback_bytes;         /* planned device, spilled anyway */

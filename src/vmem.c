@@ -86,7 +86,7 @@ static void place_debug(void *ctx, const place_t *pl)
              "device %llu, fallback %llu, unplanned spills %llu; "
              "margin %llu + %llu; "
              "rule %s%s (mean step %.4f s farthest, %.4f s largest, %.4f s swap); swaps: %zu planned, "
-             "%llu out, %llu in, %llu skipped; trials ended by steps unlike the one before: %llu",
+             "%llu out, %llu in, %llu skipped; trials ended by a step planned from a kept variant: %llu",
              (unsigned long long)v->steps,
              pl->idle ? "idle (not recorded)" : names[pl->state < 5 ? pl->state : 0],
              pl->src >= 0 ? "a kept variant" : "the last step", pl->offset,

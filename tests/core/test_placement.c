@@ -879,6 +879,15 @@ Test(placement, environment_and_config)
     cr_assert_eq(vmem_create(&cfg, &v), VMEM_ERR_INVALID);
 }
 
+/* Moves the step in progress's start back by `seconds` (the trials' tests:
+ * the step then lasts that much longer, far above its real time). */
+static void job_late(job_t *j, double seconds)
+{
+    vmem_lock(&j->v->lock);
+    j->v->step_start -= seconds;
+    vmem_unlock(&j->v->lock);
+}
+
 /* The job of the trials' tests at 128 MiB on sim-vmm (4 MiB big handles:
  * swap's units), with the rules chosen by step time as on a real device. */
 static void job_open_trials(job_t *j)
@@ -933,9 +942,7 @@ static void check_auto_counted(int fast_rule, int outlier, unsigned *started)
             late += 10.0;
         else if (outlier && !j.v->place.decided && nth == 2)
             late += 2.0;
-        vmem_lock(&j.v->lock);
-        j.v->step_start -= late;
-        vmem_unlock(&j.v->lock);
+        job_late(&j, late);
         /* A margin learned from this rule's fallbacks (a swap trial's)
          * is not carried to the next rule. */
         vmem_lock(&j.v->lock);
@@ -982,9 +989,7 @@ Test(placement, rule_chosen_by_the_mean_of_its_counted_steps)
         prev = r;
         double late = r == PLACE_RULE_LARGEST ? 12.0 : r == PLACE_RULE_SWAP ? 20.0
                       : nth % 2 ? 16.0 : 10.0; /* farthest: counted steps 10 s, 16 s */
-        vmem_lock(&j.v->lock);
-        j.v->step_start -= late;
-        vmem_unlock(&j.v->lock);
+        job_late(&j, late);
         job_step(&j, j.act);
     }
     cr_assert(j.v->place.decided, "the trials ended");
@@ -1009,9 +1014,7 @@ static int auto_with_pause(int fast_rule, int report)
         unsigned t = j.v->place.trial_step; /* counted: t > 0 and not a rule's first */
         int counted = t > 0 && (t - 1) % PLACE_TRIAL_STEPS != 0;
         double pause = r == fast_rule && counted && !j.v->place.trial_n[r] ? 30.0 : 0.0;
-        vmem_lock(&j.v->lock);
-        j.v->step_start -= late + pause;
-        vmem_unlock(&j.v->lock);
+        job_late(&j, late + pause);
         pauses += pause > 0;
         if (pause > 0 && report)
             cr_assert_eq(vmem_step_exclude(j.v, pause), VMEM_OK);
@@ -1053,9 +1056,7 @@ Test(placement, steps_that_differ_end_the_trials_on_the_first_rule)
     unsigned timed = 0;
     for (int s = 0; s < 16 && !j.v->place.decided; s++) {
         double late = j.v->place.rule == PLACE_RULE_FARTHEST ? 20.0 : 10.0;
-        vmem_lock(&j.v->lock);
-        j.v->step_start -= late;
-        vmem_unlock(&j.v->lock);
+        job_late(&j, late);
         job_step(&j, acts[s % 2]);
         timed = j.v->place.trial_step;
     }
@@ -1068,9 +1069,7 @@ Test(placement, steps_that_differ_end_the_trials_on_the_first_rule)
     job_open_trials(&j);
     for (int s = 0; s < 16 && !j.v->place.decided; s++) {
         double late = j.v->place.rule == PLACE_RULE_FARTHEST ? 20.0 : 10.0;
-        vmem_lock(&j.v->lock);
-        j.v->step_start -= late;
-        vmem_unlock(&j.v->lock);
+        job_late(&j, late);
         job_step(&j, acts[0]);
     }
     cr_assert(j.v->place.decided, "the trials ended");
@@ -1176,9 +1175,7 @@ Test(placement, swap_whose_first_plan_swaps_nothing_is_not_timed)
     for (; s < 14 && !j.v->place.decided; s++) {
         started[j.v->place.rule]++;
         /* 10 s a step, far above its real time: no rule is abandoned */
-        vmem_lock(&j.v->lock);
-        j.v->step_start -= 10.0;
-        vmem_unlock(&j.v->lock);
+        job_late(&j, 10.0);
         job_step(&j, j.act);
     }
     cr_assert(j.v->place.decided, "the trials ended");
