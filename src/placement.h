@@ -79,6 +79,8 @@ typedef struct place_record {
     size_t n, cap;
     uint32_t nevents;        /* allocations and frees seen in the step */
     int overflow;            /* too long to record: not usable as a plan */
+    int limit_changed;       /* recorded (wholly or in part) under another limit
+                                than the one in force: not kept as a variant */
     place_seqmap_t seqs[2];  /* per arena */
     uint64_t dev_start;      /* device bytes in use when the step started */
     uint64_t peak_total;     /* most bytes live (device + host) in the step */

@@ -1110,6 +1110,43 @@ Test(placement, a_limit_change_drops_the_variants_of_the_old_limit)
     job_close(&j);
 }
 
+/* Variants are records made wholly under the limit in force: neither the
+ * last step's record when the limit changes (made under the old one) nor
+ * the record of the step that saw the change (the runtime's answer to a cut
+ * starts after it) is kept, whether the change comes between steps or
+ * within one.  Steps of 16 and 12 MiB activations in turn. */
+Test(placement, records_made_across_a_limit_change_are_not_kept_as_variants)
+{
+    job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
+    job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 0);
+    const size_t acts[2] = {16 * MiB, 12 * MiB};
+    for (int s = 0; s < 2; s++)
+        job_step(&j, acts[s % 2]);
+    cr_assert_eq(vmem_set_limit(j.v, 128 * MiB, NULL), VMEM_OK);
+    job_step(&j, acts[0]); /* the cut step: the uncapped step before it differed */
+    cr_assert_eq(variants_kept(j.v), 0, "the record made before the cut was kept");
+    job_step(&j, acts[1]);
+    cr_assert_eq(variants_kept(j.v), 0, "the cut step's record was kept");
+    job_step(&j, acts[0]);
+    cr_assert_eq(variants_kept(j.v), 1, "the first record made under the cut is kept");
+    /* A change within a step: neither that step's record nor the one
+     * before it is kept. */
+    void *p = vmem_alloc(j.v, MiB);
+    cr_assert_not_null(p);
+    cr_assert_eq(vmem_set_limit(j.v, 124 * MiB, NULL), VMEM_OK);
+    cr_assert_eq(vmem_free(j.v, p), VMEM_OK);
+    job_step(&j, acts[1]); /* ends the step the limit changed in */
+    cr_assert_eq(variants_kept(j.v), 0);
+    job_step(&j, acts[0]);
+    cr_assert_eq(variants_kept(j.v), 0);
+    job_step(&j, acts[1]);
+    cr_assert_eq(variants_kept(j.v), 1, "learned again under the new limit");
+    for (int k = 0; k < PLACE_VARIANTS; k++)
+        if (j.v->place.var_used[k])
+            cr_assert_eq(j.v->place.var[k].limit_changed, 0);
+    job_close(&j);
+}
+
 /* One step of 80 blocks of distinct sizes (about 100 MiB live at its
  * peak), then 20 temporaries of 4 MiB; `extra`: a small allocation, freed at once, after every other
  * block, which makes the step leave the last step's sequence 40 times. */
