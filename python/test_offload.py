@@ -777,6 +777,60 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(o.last_step["host_pinned_new"], 1 * MiB)
         self.assertEqual(sorted(o.pool.free), [1 * MiB, 4 * MiB])
 
+    def test_each_step_shape_keeps_its_own_budget(self):
+        # steps of two shapes (sequence lengths) under one limit: a heavy
+        # one that does not fit and a light one that fits with room to
+        # spare; the heavy step's budget must not be the one the light step
+        # lowered
+        def starts_with(by_shape):
+            torch, o, state = make(0, limit=20 * GiB)
+            o.by_shape = by_shape
+            heavy = lambda: [torch.cuda_tensor(64 * MiB, float(k)) for k in range(160)]
+            light = lambda: [torch.cuda_tensor(16 * MiB, float(k)) for k in range(8)]
+
+            def step(ts, dmax, hmax):
+                packed = [o.pack(t) for t in ts]
+                first = o.budget.bytes  # in force once the step's first tensor is seen
+                del ts
+                o._drain(block=True)
+                for p in reversed(packed):
+                    o.unpack(p)
+                del packed
+                o.step_end(lambda dev: (state["limit"], dmax, hmax))
+                gc.collect()
+                return first
+
+            o.budget.bytes, o.budget.limit = 4 * GiB, 20 * GiB
+            step(heavy(), 22 * GiB, GiB)            # did not fit: the budget rises
+            heavy_budget = o.budget.bytes
+            step(light(), 4 * GiB, 0)               # fits with room: it falls
+            step(light(), 4 * GiB, 0)
+            light_budget = o.budget.bytes
+            self.assertLess(light_budget, heavy_budget)
+            self.assertEqual(o.any_budget(20 * GiB), by_shape)  # the heavy shape's wants the hooks
+            return step(heavy(), 22 * GiB, GiB), heavy_budget, light_budget, o
+
+        first, heavy_budget, light_budget, o = starts_with(True)
+        self.assertEqual(first, heavy_budget)
+        self.assertEqual(o.last_step["shapes"], 2)
+        first, _, light_budget, o = starts_with(False)
+        self.assertEqual(first, light_budget)  # one budget (the default): the light steps'
+        self.assertEqual(o.last_step["shapes"], 0)
+
+    def test_a_shapes_budget_follows_a_raise_and_the_hooks_go(self):
+        o, ag = switched()
+        o.by_shape = True
+        torch = o.torch
+        o.budget.bytes, o.budget.limit = 2 * GiB, 10 * GiB
+        o.pack(torch.cuda_tensor(64 * MiB, 1.0))   # shape A: 2 GiB
+        o._use_shape(("B",))                       # another shape, from A's budget
+        o.budget.bytes = 0
+        self.assertTrue(o.any_budget(10 * GiB))    # A's keeps the hooks wanted
+        self.assertTrue(o.update_hooks(10 * GiB))
+        self.assertFalse(o.any_budget(13 * GiB))   # raised by more than A's budget
+        self.assertFalse(o.update_hooks(13 * GiB))
+        self.assertEqual(ag.stack, [])
+
     class Cudart:
         """cudaHostRegister / cudaHostUnregister, recorded; err: what
         registering returns (0: success)."""

@@ -73,6 +73,8 @@ cut, the functions by own time and libvmem's by time with their callees),
 CUT_PROFILE_AT (PHASE:K,...: profile those steps, e.g. raised50:1, instead
 of each phase's last),
 CUT_OFFLOAD_SKIP (0: the offload learns no skips; a study knob),
+CUT_OFFLOAD_BY_SHAPE (0: one offload budget for every step shape, the way
+before, instead of one per shape of the step's first saved tensors),
 CUT_OFFLOAD_REGISTER (0: the offload's host buffers from PyTorch's pinned
 allocator instead of registered pageable memory, the way before),
 CUT_OFFLOAD_START_AT_CUT (0: a cut between steps starts the offload's budget
@@ -443,6 +445,7 @@ def worker(a):
                 ("CUT_OFFLOAD_DENSE", None, "dense_ok"),
                 ("CUT_OFFLOAD_SPREAD_LARGE", None, "spread_large"),
                 ("CUT_OFFLOAD_SKIP", None, "learn_skip"),
+                ("CUT_OFFLOAD_BY_SHAPE", None, "by_shape"),
                 ("CUT_OFFLOAD_BULK_SKIP", None, "bulk_skip"),
                 ("CUT_OFFLOAD_LEARN_ORDER", None, "learn_order"),
                 ("CUT_OFFLOAD_BACKGROUND", "pool", "background"),
@@ -732,7 +735,8 @@ def worker(a):
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
                         "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
                         "spread", "choice", "skew", "ahead_max", "room_known", "bw_hooks",
-                        "no_fit", "tensors", "host_pinned_new", "stop_window", "stop_room")}
+                        "no_fit", "tensors", "host_pinned_new", "stop_window", "stop_room",
+                        "shapes")}
                     rec["offload"]["next_budget"] = off["budget"]
                     rec["offload"]["waits_out"] = off["waits_out"]
                     rec["offload"]["waits_out_gpu"] = off.get("waits_out_gpu", 0)
@@ -778,12 +782,13 @@ def worker(a):
                         "for want of room), %.2f GB "
                         "taken back before the copy out was let go, %.2f GB skipped (%.2f GB "
                         "found consumed in bulk); budget %.2f "
-                        "-> %.2f GB; device max %.2f GB (before backward %.2f), host max %.2f GB; "
-                        "%d waits (%d on the device)" % (
+                        "-> %.2f GB (%d step shapes); device max %.2f GB (before backward %.2f), "
+                        "host max %.2f GB; %d waits (%d on the device)" % (
                             o["offloaded"] / 1e9, o["early"] / 1e9, o["prefetched"] / 1e9,
                             o["late"] / 1e9, o["late_no_room"] / 1e9, o["reclaimed"] / 1e9, o["skipped"] / 1e9,
                             o["bulk"] / 1e9,
-                            o["budget"] / 1e9, o["next_budget"] / 1e9, o["device_max"] / 1e9,
+                            o["budget"] / 1e9, o["next_budget"] / 1e9, o.get("shapes", 0),
+                            o["device_max"] / 1e9,
                             o.get("fwd_max", 0) / 1e9,
                             o["host_max"] / 1e9, o["waits_out"], o["waits_out_gpu"]))
                     if o.get("choice") or o.get("spread") or o.get("skew") or o.get("tensors"):
