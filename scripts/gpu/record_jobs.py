@@ -169,7 +169,70 @@ def bertserve(rec):
             rec.step()
 
 
-JOBS = {f.__name__: f for f in (vit, seg, t5, gpt2accum, convnext, cnnvary, llamagen, bertserve)}
+def gpt2var(rec):
+    """transformers GPT-2 small (random) training, batch 8, each step's length drawn from 512, 768
+    and 1024 tokens (repeating shapes in a random order), bf16 autocast, AdamW, 16 steps."""
+    torch = _torch()
+    import random
+    from transformers import GPT2Config, GPT2LMHeadModel
+    model = GPT2LMHeadModel(GPT2Config()).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    pick = random.Random(7)
+    for _ in range(16):
+        tok = torch.randint(0, 50257, (8, pick.choice((512, 768, 1024))), device="cuda")
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=tok, labels=tok).loss
+        loss.backward()
+        opt.step()
+        rec.step()
+
+
+def bertvar(rec):
+    """transformers BERT-base (random) masked-LM training, batch 32, each step's length drawn from
+    128, 256, 384 and 512 tokens, bf16 autocast, AdamW, 16 steps."""
+    torch = _torch()
+    import random
+    from transformers import BertConfig, BertForMaskedLM
+    model = BertForMaskedLM(BertConfig()).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    pick = random.Random(11)
+    for _ in range(16):
+        ids = torch.randint(0, 30522, (32, pick.choice((128, 256, 384, 512))), device="cuda")
+        labels = torch.where(torch.rand(ids.shape, device="cuda") < 0.15, ids, -100)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        opt.step()
+        rec.step()
+
+
+def cnnbuckets(rec):
+    """torchvision ResNet-50 multi-scale training, each step's image size drawn from 160, 224 and
+    288 px, batch 48, channels_last, fp16 autocast with GradScaler, SGD momentum, 16 steps."""
+    torch = _torch()
+    import random
+    import torchvision
+    model = torchvision.models.resnet50(num_classes=1000).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda")
+    pick = random.Random(13)
+    for _ in range(16):
+        px = pick.choice((160, 224, 288))
+        x = torch.randn(48, 3, px, px, device="cuda").to(memory_format=torch.channels_last)
+        y = torch.randint(0, 1000, (48,), device="cuda")
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        rec.step()
+
+
+JOBS = {f.__name__: f for f in (vit, seg, t5, gpt2accum, convnext, cnnvary, llamagen, bertserve,
+                                  gpt2var, bertvar, cnnbuckets)}
 
 
 def main(argv):
