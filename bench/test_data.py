@@ -30,7 +30,9 @@ HELD_BOUND = {"trace_bert.txt.gz": 1.098, "trace_resnet50.txt.gz": 1.023,
               "trace_resnet18.txt.gz": 1.044, "trace_tinylm.txt.gz": 1.156,
               "trace_vit.txt.gz": 1.020, "trace_seg.txt.gz": 1.090,
               "trace_gpt2accum.txt.gz": 1.192, "trace_convnext.txt.gz": 1.032,
-              "trace_cnnvary.txt.gz": 1.036, "trace_bertserve.txt.gz": 1.271}
+              "trace_cnnvary.txt.gz": 1.036, "trace_bertserve.txt.gz": 1.271,
+              "trace_gpt2var.txt.gz": 1.082, "trace_bertvar.txt.gz": 1.098,
+              "trace_cnnbuckets.txt.gz": 1.014}
 traces = sorted(glob.glob(os.path.join(folder, "*.txt.gz")))
 failures = []
 
