@@ -28,6 +28,28 @@ def _torch():
     return torch
 
 
+def _bf16_step(torch, opt, rec, loss_of):
+    """One training step as the jobs run it: the gradients let go, the loss
+    under bf16 autocast, the backward pass, the optimizer, a step line."""
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = loss_of()
+    loss.backward()
+    opt.step()
+    rec.step()
+
+
+def _fp16_scaled_step(torch, opt, scaler, rec, loss_of):
+    """The same under fp16 autocast with a GradScaler."""
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = loss_of()
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    rec.step()
+
+
 def vit(rec):
     """timm ViT-B/16 training, batch 64 x 224, bf16 autocast, AdamW."""
     torch = _torch()
@@ -37,12 +59,7 @@ def vit(rec):
     for _ in range(5):
         x = torch.randn(64, 3, 224, 224, device="cuda")
         y = torch.randint(0, 1000, (64,), device="cuda")
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        rec.step()
+        _bf16_step(torch, opt, rec, lambda: torch.nn.functional.cross_entropy(model(x), y))
 
 
 def seg(rec):
@@ -74,12 +91,7 @@ def t5(rec):
     for _ in range(5):
         src = torch.randint(0, 32128, (32, 512), device="cuda")
         tgt = torch.randint(0, 32128, (32, 128), device="cuda")
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=src, labels=tgt).loss
-        loss.backward()
-        opt.step()
-        rec.step()
+        _bf16_step(torch, opt, rec, lambda: model(input_ids=src, labels=tgt).loss)
 
 
 def gpt2accum(rec):
@@ -109,13 +121,8 @@ def convnext(rec):
     for _ in range(5):
         x = torch.randn(96, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
         y = torch.randint(0, 1000, (96,), device="cuda")
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        rec.step()
+        _fp16_scaled_step(torch, opt, scaler, rec,
+                          lambda: torch.nn.functional.cross_entropy(model(x), y))
 
 
 def cnnvary(rec):
@@ -180,12 +187,7 @@ def gpt2var(rec):
     pick = random.Random(7)
     for _ in range(16):
         tok = torch.randint(0, 50257, (8, pick.choice((512, 768, 1024))), device="cuda")
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=tok, labels=tok).loss
-        loss.backward()
-        opt.step()
-        rec.step()
+        _bf16_step(torch, opt, rec, lambda: model(input_ids=tok, labels=tok).loss)
 
 
 def bertvar(rec):
@@ -200,12 +202,7 @@ def bertvar(rec):
     for _ in range(16):
         ids = torch.randint(0, 30522, (32, pick.choice((128, 256, 384, 512))), device="cuda")
         labels = torch.where(torch.rand(ids.shape, device="cuda") < 0.15, ids, -100)
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=labels).loss
-        loss.backward()
-        opt.step()
-        rec.step()
+        _bf16_step(torch, opt, rec, lambda: model(input_ids=ids, labels=labels).loss)
 
 
 def cnnbuckets(rec):
@@ -222,13 +219,8 @@ def cnnbuckets(rec):
         px = pick.choice((160, 224, 288))
         x = torch.randn(48, 3, px, px, device="cuda").to(memory_format=torch.channels_last)
         y = torch.randint(0, 1000, (48,), device="cuda")
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.float16):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
-        rec.step()
+        _fp16_scaled_step(torch, opt, scaler, rec,
+                          lambda: torch.nn.functional.cross_entropy(model(x), y))
 
 
 JOBS = {f.__name__: f for f in (vit, seg, t5, gpt2accum, convnext, cnnvary, llamagen, bertserve,
