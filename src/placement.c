@@ -1639,12 +1639,14 @@ static void idle_step_end(place_t *pl, const place_env_t *env)
     recording_resume(pl, env);
 }
 
-void place_limit_changed(place_t *pl, const place_env_t *env)
+void place_limit_changed(place_t *pl, const place_env_t *env, int changed)
 {
     /* Idle at a step's start: recording resumes (else recording, or the
      * rest of the step stays unrecorded: naive). */
     if (pl->idle && !pl->rec[pl->cur].nevents)
         recording_resume(pl, env);
+    if (!changed)
+        return; /* the same limit set again: what was learned under it stands */
     /* The kept variants were recorded under the old limit, with the
      * runtime's answer to it (blocks recomputed, tensors offloaded): in
      * GPT-2 with varying lengths cut to 50% after a 75% cut, the first step

@@ -447,11 +447,13 @@ static inline void place_note_free(place_t *pl, int arena, uint64_t seq, uint64_
  * idle step's end only counts it, and may resume recording). */
 void place_step_end(place_t *pl, const place_env_t *env);
 
-/* The limit changed (vmem_set_limit, the control file): an idle planner
+/* The limit was set (vmem_set_limit, the control file): an idle planner
  * records again from the step's start if the step has not started yet (no
  * allocation or free since the last step end), so that the step is planned
- * from the last step recorded; otherwise from the next step. */
-void place_limit_changed(place_t *pl, const place_env_t *env);
+ * from the last step recorded; otherwise from the next step.  changed: the
+ * limit differs from the one before; then the kept variants are dropped and
+ * the records made across the change are not kept as variants. */
+void place_limit_changed(place_t *pl, const place_env_t *env, int changed);
 
 /* Whether the step now ending and the one before it were recorded (read
  * before place_step_end): the block layout learns a step from both

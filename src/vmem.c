@@ -992,7 +992,7 @@ vmem_status_t vmem_apply_limit(vmem_t *v, size_t bytes, unsigned flags, size_t *
     deferred_settle(v);         /* a shrink sees only the program's blocks */
     vmem_status_t st = bfc_set_limit(&v->dev, bytes);
     place_env_t env = place_env(v);
-    place_limit_changed(&v->place, &env); /* an idle planner records again */
+    place_limit_changed(&v->place, &env, old != bytes); /* an idle planner records again */
     recorder_limit(v->recorder, bytes);
     if (v->tags && tags_limit_changed(v, bytes) == VMEM_PENDING)
         st = VMEM_PENDING; /* tagged blocks hold the rest */

@@ -1129,17 +1129,24 @@ Test(placement, records_made_across_a_limit_change_are_not_kept_as_variants)
     cr_assert_eq(variants_kept(j.v), 0, "the cut step's record was kept");
     job_step(&j, acts[0]);
     cr_assert_eq(variants_kept(j.v), 1, "the first record made under the cut is kept");
+    /* The same limit set again changes nothing: the variant stays, and the
+     * record of the step before it is kept at the next step end (in place
+     * of the variant that step repeats). */
+    cr_assert_eq(vmem_set_limit(j.v, 128 * MiB, NULL), VMEM_OK);
+    cr_assert_eq(variants_kept(j.v), 1, "the same limit dropped the variants");
+    job_step(&j, acts[1]);
+    cr_assert_eq(variants_kept(j.v), 1, "a record made around the same limit was not kept");
     /* A change within a step: neither that step's record nor the one
      * before it is kept. */
     void *p = vmem_alloc(j.v, MiB);
     cr_assert_not_null(p);
     cr_assert_eq(vmem_set_limit(j.v, 124 * MiB, NULL), VMEM_OK);
     cr_assert_eq(vmem_free(j.v, p), VMEM_OK);
-    job_step(&j, acts[1]); /* ends the step the limit changed in */
-    cr_assert_eq(variants_kept(j.v), 0);
-    job_step(&j, acts[0]);
+    job_step(&j, acts[0]); /* ends the step the limit changed in */
     cr_assert_eq(variants_kept(j.v), 0);
     job_step(&j, acts[1]);
+    cr_assert_eq(variants_kept(j.v), 0);
+    job_step(&j, acts[0]);
     cr_assert_eq(variants_kept(j.v), 1, "learned again under the new limit");
     for (int k = 0; k < PLACE_VARIANTS; k++)
         if (j.v->place.var_used[k])
