@@ -1337,11 +1337,8 @@ class Offload:
 
     def any_budget(self, limit=None):
         """Whether a budget of any shape is above 0 (under limit, if given:
-        as retarget would leave it)."""
-        if self.budget.bytes > 0 if limit is None else self.budget.at(limit) > 0:
-            return True
-        return any((b.bytes if limit is None else b.at(limit)) > 0
-                   for b in self.budgets.values())
+        as retarget would leave it; Budget.at)."""
+        return any(b.at(limit) > 0 for b in (self.budget, *self.budgets.values()))
 
     def _pack_hook(self, t):
         torch = self.torch
