@@ -299,8 +299,10 @@ static uint64_t job_step(job_t *j, size_t act)
     return host_so_far(j->v) - before;
 }
 
-static void job_open(job_t *j, vmem_backend_kind_t backend, vmem_placement_t placement,
-                     size_t limit)
+/* An instance on a simulated backend of 4 GiB (PLACE_DEBUG=1: the
+ * planner's line per step). */
+static vmem_t *instance_open(vmem_backend_kind_t backend, vmem_placement_t placement,
+                             size_t limit)
 {
     vmem_config_t cfg;
     vmem_config_init(&cfg);
@@ -312,7 +314,15 @@ static void job_open(job_t *j, vmem_backend_kind_t backend, vmem_placement_t pla
         vmem_set_log(NULL, NULL, VMEM_LOG_DEBUG);
         cfg.log_level = VMEM_LOG_DEBUG;
     }
-    cr_assert_eq(vmem_create(&cfg, &j->v), VMEM_OK);
+    vmem_t *v = NULL;
+    cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+    return v;
+}
+
+static void job_open(job_t *j, vmem_backend_kind_t backend, vmem_placement_t placement,
+                     size_t limit)
+{
+    j->v = instance_open(backend, placement, limit);
     j->weights = vmem_alloc(j->v, 64 * MiB);
     cr_assert_not_null(j->weights);
 }
@@ -1184,14 +1194,7 @@ static void rematch_step(vmem_t *v, int extra)
  * naive (a diverged step), where a few departures keep the plan. */
 Test(placement, a_step_that_keeps_leaving_its_plan_goes_naive)
 {
-    vmem_config_t cfg;
-    vmem_config_init(&cfg);
-    cfg.backend = VMEM_BACKEND_SIM_VMM;
-    cfg.sim_capacity = GiB;
-    cfg.limit = 64 * MiB;
-    cfg.placement = VMEM_PLACEMENT_PLANNED;
-    vmem_t *v = NULL;
-    cr_assert_eq(vmem_create(&cfg, &v), VMEM_OK);
+    vmem_t *v = instance_open(VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 64 * MiB);
     for (int s = 0; s < 3; s++)
         rematch_step(v, 0);
     uint64_t planned = v->place.stats.planned_steps, diverged = v->place.stats.diverged_steps;
