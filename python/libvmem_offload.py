@@ -1295,7 +1295,7 @@ class Offload:
         return n
 
     def pack(self, t):
-        if self.step_shape is None and self.by_shape:
+        if self.by_shape and self.step_shape is None:
             self._note_shape(t)
         if not self.enabled or (self.budget.bytes <= 0 and not self.look_for_cut):
             return t
