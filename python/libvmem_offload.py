@@ -150,14 +150,16 @@ class Budget:
                                 self.window_max if self.window_in_max is None
                                 else self.window_in_max)
 
-    def step_end(self, limit, device_max, host_max, offloadable, looked=False):
+    def step_end(self, limit, device_max, host_max, offloadable, looked=False, relief=0):
         """Updates and returns the budget for the next step.  offloadable:
         bytes the step's largest pass could have offloaded (eligible saved
         tensors; 0 when the step did not look, because the budget was 0).
         looked: the budget was above 0 during the step, so offloadable says
         what the step could offload; a step that looked and could offload
         nothing does not raise the budget (it would grow at every step end
-        of a job that does not fit and saves nothing eligible)."""
+        of a job that does not fit and saves nothing eligible).  relief:
+        bytes something else (recomputation) will take off the next step
+        that it did not take off this one; the budget is lowered by them."""
         before = self.bytes
         self.set_limit(limit)
         # host bytes of a step whose limit was raised within it (a candidate
@@ -183,6 +185,8 @@ class Budget:
             # the step's lies in the backward, was measured and reverted:
             # docs/placement.md, "Copies done let go at once")
             self.bytes -= (target - device_max) // 2
+        if relief > 0:
+            self.bytes = max(0, self.bytes - relief)
         if offloadable:
             self.bytes = min(self.bytes, offloadable)
         elif looked:
@@ -879,6 +883,11 @@ class Offload:
         # limit (libvmem_recompute sets it): a cut's first step starts the
         # budget from the demand less them
         self.relief = None
+        # relief_next(limit) -> bytes recomputation will take off the next
+        # step beyond what it took off the step that ended
+        # (Recompute.relief_to_come): the budget learned at a step end is
+        # lowered by them (Budget.step_end's relief)
+        self.relief_next = None
         self.in_use = in_use
         self.step_max = step_max
         self.watermark = watermark
@@ -1183,8 +1192,15 @@ class Offload:
             learn = min(dmax, self.step_drained) if self.step_drained else dmax
             self.last_step["drained_max"] = self.step_drained
             before = self.budget.bytes
+            relief = 0
+            if self.relief_next is not None:
+                try:
+                    relief = max(0, int(self.relief_next(limit)))
+                except Exception:  # a stand-in's error must not fail the step end
+                    self.relief_next = None
+            self.last_step["relief"] = relief
             self.budget.step_end(limit, learn, hmax, self.max_pass_offloadable,
-                                 looked=before > 0)
+                                 looked=before > 0, relief=relief)
             now = time.perf_counter()
             if self.choice is not None:
                 # a step that moved the budget or pinned new host memory

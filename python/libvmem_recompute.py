@@ -325,12 +325,20 @@ class Recompute:
         # when they stop; calls that still get a cache object run plain.
         self._config = getattr(model, "config", None)
         self._cache_off = False
+        # ... and the choice is made before the model's own forward starts,
+        # where it makes that cache: a cut between steps then recomputes
+        # from its first step instead of running it plain (_before_model)
+        self._pre_hook = None
+        if self._config is not None and hasattr(model, "register_forward_pre_hook"):
+            self._pre_hook = model.register_forward_pre_hook(self._before_model)
         self.need = None       # the demand of the last step with nothing recomputed
         self.enabled = True
         self.lock = threading.Lock()
         self._key = None       # (step ends, limit, need) the chosen set was decided for
         self._chosen = frozenset()
         self._step_calls = 0   # blocks recomputed in the step in progress
+        self._step_ran = set()   # blocks run in the step in progress (training)
+        self._step_done = set()  # of them, those recomputed (not run plain)
         self._steps = None
         self.totals = {"recomputed_calls": 0, "recomputed_bytes": 0, "recomputations": 0,
                        "steps_active": 0, "decisions": 0, "plain_stateful_calls": 0}
@@ -394,19 +402,59 @@ class Recompute:
             cfg.use_cache = True
             self._cache_off = False
 
+    def _relieving(self, limit):
+        """The blocks whose gains recomputation would take off a step under
+        limit (the lock held); None while a gain is unknown."""
+        try:
+            self._observe(self.torch.cuda.current_device())  # the last step's need
+        except Exception:  # no device to read: what is known already
+            pass
+        if any(self.gain[k] is None for k in range(len(self.blocks)) if self._may(k)):
+            return None
+        return self._choose(limit)[0]
+
     def relief(self, limit):
         """The bytes recomputation will take off a step under limit: the
         gains of the blocks it would choose (0 while any is unknown, or
         uncut).  The offload starts a cut's first budget from the demand
         less them (libvmem_offload.Offload.relief)."""
         with self.lock:
-            try:
-                self._observe(self.torch.cuda.current_device())  # the last step's need
-            except Exception:  # no device to read: what is known already
-                pass
-            if any(self.gain[k] is None for k in range(len(self.blocks)) if self._may(k)):
+            chosen = self._relieving(limit)
+            return sum(self.gain[k] for k in chosen) if chosen else 0
+
+    def relief_to_come(self, limit):
+        """At a step end: the bytes recomputation will take off the next
+        step under limit that it did not take off the step that ended: the
+        gains of the blocks it would choose that ran in that step without
+        recomputing (not chosen then, or run plain: in a cut's first step a
+        transformers model may have made its cache already).  A block the
+        step did not run left nothing to take off.  The offload learns its
+        next budget from the step that ended less these
+        (Offload.relief_next)."""
+        with self.lock:
+            ran, done = self._step_ran, self._step_done  # (a step end starts new sets)
+            chosen = self._relieving(limit)
+            if not chosen:
                 return 0
-            return sum(self.gain[k] for k in self._choose(limit)[0])
+            return sum(self.gain[k] for k in chosen if k in ran and k not in done)
+
+    def _before_model(self, module, args):
+        """The model's forward pre-hook (a model with a config): decides
+        for the step before the model reads config.use_cache, so that a
+        step under a new cut makes no key/value cache its blocks would have
+        to run plain for, and the first step after a raise makes it again."""
+        if (not self.enabled or not getattr(module, "training", False) or
+                (getattr(self._config, "use_cache", None) is not True and
+                 not self._cache_off) or
+                self._plain() is not None):
+            return None
+        try:
+            dev = self.torch.cuda.current_device()
+        except Exception:  # no device: the blocks decide when they run
+            return None
+        with self.lock:
+            self._decide(dev)
+        return None
 
     def _observe(self, device):
         """Reads the statistics; the first read after a step end learns the
@@ -423,6 +471,8 @@ class Recompute:
                     self.totals["steps_active"] += 1
             self._steps = steps
             self._step_calls = 0
+            self._step_ran = set()
+            self._step_done = set()
         return s
 
     def _decide(self, device):
@@ -490,6 +540,7 @@ class Recompute:
                 chosen = s is not None and k in self._chosen
                 if chosen:
                     self._step_calls += 1
+                self._step_ran.add(k)
             if s is None:
                 return forward(*args, **kwargs)
             if chosen:
@@ -529,6 +580,8 @@ class Recompute:
                 with guard:
                     return forward(*a, **kw)
             self.totals["recomputed_calls"] += 1
+            with self.lock:
+                self._step_done.add(k)
             if self.gain[k]:
                 self.totals["recomputed_bytes"] += self.gain[k]
             ck = self.checkpoint
@@ -556,6 +609,9 @@ class Recompute:
             else:
                 b.forward = orig
         self.enabled = False
+        if self._pre_hook is not None:
+            self._pre_hook.remove()
+            self._pre_hook = None
         self._use_cache(False)
 
     def stats(self):
@@ -596,6 +652,7 @@ def install(lib_mod, torch, model, blocks=None, policy="auto", require_safe=Fals
     off = libvmem_offload._off
     if off is not None and off.relief is None:  # the offload's first budget under a cut
         off.relief = rc.relief
+        off.relief_next = rc.relief_to_come  # and the budget learned at a step end
     return rc
 
 
@@ -609,6 +666,7 @@ def uninstall(rc=None):
             _rc.remove(r)
             if off is not None and getattr(off.relief, "__self__", None) is r:
                 off.relief = None
+                off.relief_next = None
 
 
 def stats():

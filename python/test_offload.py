@@ -312,6 +312,18 @@ class BudgetTest(unittest.TestCase):
         target = limit - int(limit * b.margin_frac)
         self.assertEqual(got, 13 * GiB - target)
 
+    def test_what_recomputation_will_take_off_next_lowers_the_budget(self):
+        limit = 10 * GiB
+        for relief in (0, GiB, 3 * GiB, 9 * GiB):
+            b = off.Budget()
+            target = limit - int(limit * b.margin_frac)
+            got = b.step_end(limit, 9 * GiB, 4 * GiB, 0, relief=relief)
+            self.assertEqual(got, max(0, 13 * GiB - target - relief), relief)
+        b = off.Budget()
+        b.bytes = 2 * GiB  # a step that fitted at its target keeps its budget, less the relief
+        b.limit = limit
+        self.assertEqual(b.step_end(limit, b.target(limit), 0, 0, relief=GiB), GiB)
+
     def test_the_budget_never_exceeds_what_a_step_can_offload(self):
         b = off.Budget()
         b.step_end(10 * GiB, 9 * GiB, 8 * GiB, 0)
@@ -708,6 +720,32 @@ class HooksTest(unittest.TestCase):
         self.assertEqual(n, 4)
         self.assertIsNone(o.relief)
         self.assertEqual(o.budget.bytes, 8 * GiB - o.budget.target(6 * GiB))
+
+    def test_a_step_end_learns_less_what_recomputation_will_take_off_next(self):
+        def run(relief_next):
+            torch, o, state = make(0, limit=6 * GiB)
+            asked = []
+
+            def rel(limit):
+                asked.append(limit)
+                return relief_next(limit)
+            o.relief_next = rel
+            # a cut step whose blocks ran plain: 6 GiB on the device and 2 on host
+            o.step_end(lambda dev: (6 * GiB, 6 * GiB, 2 * GiB))
+            return o, asked
+        o, asked = run(lambda limit: 0)
+        full = 8 * GiB - o.budget.target(6 * GiB)
+        self.assertEqual((o.budget.bytes, asked, o.last_step["relief"]), (full, [6 * GiB], 0))
+        o, _ = run(lambda limit: GiB)
+        self.assertEqual((o.budget.bytes, o.last_step["relief"]), (full - GiB, GiB))
+        o, _ = run(lambda limit: 3 * GiB)  # recomputation covers the cut: no budget
+        self.assertEqual(o.budget.bytes, 0)
+
+        def boom(limit):
+            raise RuntimeError("stand-in")
+        o, _ = run(boom)  # dropped, and the budget learned as without it
+        self.assertIsNone(o.relief_next)
+        self.assertEqual(o.budget.bytes, full)
 
     def test_pinned_buffers_are_reused_by_the_next_step(self):
         torch, o, state = make(GiB)

@@ -100,7 +100,17 @@ class Module:
     def forward(self, *args, **kwargs):
         raise NotImplementedError
 
+    def register_forward_pre_hook(self, hook):  # torch's: hook(module, args)
+        hooks = self.__dict__.setdefault("_forward_pre_hooks", {})
+        key = object()
+        hooks[key] = hook
+        return SimpleNamespace(remove=lambda: hooks.pop(key, None))
+
     def __call__(self, *args, **kwargs):
+        for hook in list(self.__dict__.get("_forward_pre_hooks", {}).values()):
+            out = hook(self, args)
+            if out is not None:
+                args = out if isinstance(out, tuple) else (out,)
         return self.forward(*args, **kwargs)
 
 
@@ -859,10 +869,13 @@ class CacheNet(Net):
         super().__init__(blocks)
         self.config = SimpleNamespace(use_cache=True)
         self.caches = []
+        self.after_cache = None  # called once the forward made (or not) its cache
 
     def forward(self, x, scale=1):
         cache = Cache() if self.config.use_cache else None
         self.caches.append(cache)
+        if self.after_cache is not None:
+            self.after_cache()
         for b in self.layers:
             x = b(x, scale=scale, cache=cache)
         return self.head(x)
@@ -885,13 +898,37 @@ class StatefulArgumentTest(unittest.TestCase):
         self.assertEqual(rcm._stateful_arg(t, (Tensor(1), Cache()), {}), "argument 1 (a Cache)")
         self.assertIsNone(rcm._stateful_arg(t, (Tensor(1),), {"cache": None}))
 
+    def test_a_cut_between_steps_recomputes_from_its_first_step_without_a_cache(self):
+        torch, st, net, ck, rc = self.setup()
+        for _ in range(3):
+            self.assertEqual(step(st, net, ck, 1000 * MiB), [])
+        self.assertIs(net.config.use_cache, True)  # uncut: untouched
+        st.limit = 500 * MiB  # set_limit between two steps
+        with self.assertWarns(RuntimeWarning):
+            # decided at the model's forward, before it made its cache
+            self.assertEqual(step(st, net, ck, 1000 * MiB), ["b0", "b1", "b2"])
+        self.assertIsNone(net.caches[-1])
+        self.assertEqual(rc.totals["plain_stateful_calls"], 0)
+        self.assertEqual(rc.totals["recomputed_calls"], 3)
+        self.assertIs(net.config.use_cache, False)
+        st.limit = 64 * GiB  # raised: nothing recomputes, the cache comes back
+        self.assertEqual(step(st, net, ck, 1000 * MiB), [])
+        self.assertIs(net.config.use_cache, True)
+        self.assertIsNotNone(net.caches[-1])
+        rc.remove()  # and the model's hook goes with the blocks' wrappers
+        self.assertEqual(net.__dict__.get("_forward_pre_hooks"), {})
+
     def test_a_cache_argument_runs_plain_and_use_cache_goes_off_while_recomputing(self):
         torch, st, net, ck, rc = self.setup()
         for _ in range(3):
             self.assertEqual(step(st, net, ck, 1000 * MiB), [])
         self.assertIs(net.config.use_cache, True)  # uncut: untouched
         self.assertEqual(rc.stats()["checked"], 3)  # the cache is not the blocks' state
-        st.limit = 500 * MiB
+
+        def cut():  # within the step, after the model made its cache
+            st.limit = 500 * MiB
+            net.after_cache = None
+        net.after_cache = cut
         with self.assertWarns(RuntimeWarning):
             # the first cut step: the model made its cache before the choice;
             # its demand (1400 MiB) is no need to learn from
@@ -913,6 +950,28 @@ class StatefulArgumentTest(unittest.TestCase):
         self.assertIs(net.config.use_cache, False)
         rc.remove()
         self.assertIs(net.config.use_cache, True)
+
+    def test_relief_to_come_counts_the_blocks_that_ran_without_recomputing(self):
+        torch, st, net, ck, rc = self.setup()  # gains 10, 20, 30 MiB; policy all
+        for _ in range(3):
+            step(st, net, ck, 1000 * MiB)
+        self.assertEqual(rc.relief_to_come(500 * MiB), 60 * MiB)  # none recomputed
+
+        def cut():
+            st.limit = 500 * MiB
+            net.after_cache = None
+        net.after_cache = cut
+        with self.assertWarns(RuntimeWarning):
+            step(st, net, ck, 1400 * MiB)  # every block plain (the cache)
+        self.assertEqual(rc.relief_to_come(500 * MiB), 60 * MiB)
+        step(st, net, ck, 1000 * MiB)  # every block recomputed
+        self.assertEqual(rc.relief_to_come(500 * MiB), 0)
+        self.assertEqual(rc.relief_to_come(64 * GiB), 0)  # uncut: nothing to come
+        torch, st, net, blocks, ck, rc = setup([10, 20, 30], policy="all")
+        step(st, net, ck, 1000 * MiB)  # every gain learned
+        net.skip = {1}
+        step(st, net, ck, 1000 * MiB)  # uncut, block 1 not run
+        self.assertEqual(rc.relief_to_come(500 * MiB), 40 * MiB)  # blocks 0 and 2
 
     def test_use_cache_left_alone_when_off_or_absent(self):
         torch, st, net, ck, rc = self.setup()

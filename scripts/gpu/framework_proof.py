@@ -45,7 +45,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+# VMEM_PYTHON_DIR: another copy of python/ (an A/B of the adapters in one call)
+sys.path.insert(0, os.environ.get("VMEM_PYTHON_DIR") or os.path.join(ROOT, "python"))
 
 OUT = os.environ.get("OUT") or "/tmp/vmem-proof"
 BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build-gpu"))
