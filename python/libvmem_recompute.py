@@ -277,6 +277,17 @@ def _stateful_arg(torch, args, kwargs):
     return None
 
 
+def _model_config(model):
+    """The transformers-style config (one with use_cache) of model, or of
+    the model a wrapper holds (DistributedDataParallel's .module,
+    torch.compile's ._orig_mod); None without one."""
+    for m in (model, getattr(model, "module", None), getattr(model, "_orig_mod", None)):
+        cfg = getattr(m, "config", None) if m is not None else None
+        if cfg is not None and hasattr(cfg, "use_cache"):
+            return cfg
+    return None
+
+
 class Recompute:
     """The wrapped blocks of one model and the rule that chooses which of
     them recompute.
@@ -323,7 +334,7 @@ class Recompute:
         # block would fill twice.  While blocks recompute it is turned off,
         # as transformers' own gradient checkpointing does, and given back
         # when they stop; calls that still get a cache object run plain.
-        self._config = getattr(model, "config", None)
+        self._config = _model_config(model)
         self._cache_off = False
         # ... and the choice is made before the model's own forward starts,
         # where it makes that cache: a cut between steps then recomputes

@@ -918,6 +918,27 @@ class StatefulArgumentTest(unittest.TestCase):
         rc.remove()  # and the model's hook goes with the blocks' wrappers
         self.assertEqual(net.__dict__.get("_forward_pre_hooks"), {})
 
+    def test_a_wrapped_models_config_is_found_and_its_cache_turned_off_before_it_is_made(self):
+        class Wrapper(Module):  # DistributedDataParallel's: the model as .module
+            def __init__(self, inner):
+                super().__init__()
+                self.module = inner
+
+            def forward(self, *a, **kw):
+                return self.module(*a, **kw)
+        torch, st = FakeTorch(), Stats()
+        bs = [CacheBlock(st, (10 * (k + 1) + 1) * MiB, MiB, "b%d" % k) for k in range(3)]
+        inner = CacheNet(bs)
+        net, ck = Wrapper(inner), FakeCheckpoint(st)
+        rc = rcm.Recompute(torch, net, st.read, policy="all", checkpoint=ck, blocks=bs)
+        step(st, net, ck, 1000 * MiB)
+        st.limit = 500 * MiB
+        with self.assertWarns(RuntimeWarning):
+            self.assertEqual(step(st, net, ck, 1000 * MiB), ["b0", "b1", "b2"])
+        self.assertIsNone(inner.caches[-1])
+        rc.remove()
+        self.assertIs(inner.config.use_cache, True)
+
     def test_a_cache_argument_runs_plain_and_use_cache_goes_off_while_recomputing(self):
         torch, st, net, ck, rc = self.setup()
         for _ in range(3):
