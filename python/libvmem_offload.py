@@ -975,11 +975,9 @@ class Offload:
         # host link's) takes, no offload of it can give memory back (the
         # logits a loss saves: its backward reads them first), and the next
         # steps skip it as if it had been offloaded and taken back
-        # (_judge, at the step end).  A cut's first step, whose budget is
-        # small, so spares its second the copy and the host buffers pinned
-        # for it.
+        # (_judge).  A cut's first step, whose budget is small, so spares
+        # its second the copy and the host buffers pinned for it.
         self.judge_kept = []
-        self.judged_kept = set()  # (candidate, bytes) judged so under the limit in force
         self.futile_min = 64 * MiB
         self.futile_bw = 64e9
         self._kept_note = None  # (id of the tensor, candidate, bytes, event): pack to hook_pack
@@ -1249,12 +1247,12 @@ class Offload:
                 self.last_step["clear_s"] = time.perf_counter() - t0
                 self.last_step["cleared"] = held - self.pool.held
                 self.next_skip = {}  # the cut is over: learn afresh at the next one
-                self.judge, self.judge_kept, self.judged_kept = [], [], set()
+                self.judge, self.judge_kept = [], []
                 self.pool_limit, self.idle_steps = None, 0
                 self.budgets = {}  # every shape's budget is 0 under this limit
             if self._skip_limit is not None and limit != self._skip_limit:
                 self.next_skip = {}  # another limit: other timings, learn afresh
-                self.judge, self.judge_kept, self.judged_kept = [], [], set()
+                self.judge, self.judge_kept = [], []
             self._skip_limit = limit
             self._judge()
             self.skip = self.next_skip
@@ -1293,25 +1291,19 @@ class Offload:
                 if late:
                     self.next_skip[cand] = n
         self.judge = keep[-4096:]  # bounded if events never complete (a hung device)
-        # the kept candidates are judged at this step end: their consumers
-        # came early in the backward pass, which the GPU has all but passed
-        # when the optimizer's step ends, so the wait is short, and the
-        # next step already skips a futile one (each candidate is judged
-        # once under a limit: judged_kept)
-        futile = 0
+        keep = []
         for cand, n, ev, u in self.judge_kept:
+            if not u.query():  # (ev, recorded before it on the same stream, is done with it)
+                keep.append((cand, n, ev, u))
+                continue
             try:
-                u.synchronize()  # (ev, recorded before it on the same stream, is done with it)
                 seconds = ev.elapsed_time(u) / 1e3
             except RuntimeError:  # not comparable (never expected): no judgement
                 continue
-            self.judged_kept.add((cand, n))
             if seconds * self.futile_bw < n:
                 self.next_skip[cand] = n
-                futile += n
-        self.judge_kept = []
-        self.totals["futile_bytes"] += futile
-        self.last_step["futile"] = futile
+                self.totals["futile_bytes"] += n
+        self.judge_kept = keep[-4096:]
 
     # -- streams ---------------------------------------------------------
 
@@ -1500,7 +1492,7 @@ class Offload:
             if skipped or spread_out or self.pass_offloaded >= self.budget.bytes:
                 self.seen[key] = (weakref.ref(t), None)  # stays on the device
                 if (not skipped and not spread_out and n >= self.futile_min and
-                        self.gpu_pace and self.learn_skip and (cand, n) not in self.judged_kept):
+                        self.gpu_pace and self.learn_skip):
                     ev = torch.cuda.Event(enable_timing=True)
                     ev.record(self.fast.current(t.device))
                     self._kept_note = (id(t), cand, n, ev)

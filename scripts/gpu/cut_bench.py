@@ -731,7 +731,7 @@ def worker(a):
                     ls = off.get("last_step", {})
                     rec["offload"] = {k: ls.get(k, 0) for k in (
                         "offloaded", "early", "prefetched", "late", "late_no_room", "reclaimed",
-                        "skipped", "bulk", "futile", "clear_s", "cleared",
+                        "skipped", "bulk", "clear_s", "cleared",
                         "budget", "device_max", "host_max", "fwd_max", "pack_s", "unpack_s", "wait_s",
                         "hooks", "ex_known", "ex_max", "room_waits", "ex_miss_at", "ex_miss",
                         "spread", "choice", "skew", "ahead_max", "room_known", "bw_hooks",
@@ -781,12 +781,12 @@ def worker(a):
                         "%.2f GB late (%.2f GB "
                         "for want of room), %.2f GB "
                         "taken back before the copy out was let go, %.2f GB skipped (%.2f GB "
-                        "found consumed in bulk, %.2f GB judged futile); budget %.2f "
+                        "found consumed in bulk); budget %.2f "
                         "-> %.2f GB (%d step shapes); device max %.2f GB (before backward %.2f), "
                         "host max %.2f GB; %d waits (%d on the device)" % (
                             o["offloaded"] / 1e9, o["early"] / 1e9, o["prefetched"] / 1e9,
                             o["late"] / 1e9, o["late_no_room"] / 1e9, o["reclaimed"] / 1e9, o["skipped"] / 1e9,
-                            o["bulk"] / 1e9, o.get("futile", 0) / 1e9,
+                            o["bulk"] / 1e9,
                             o["budget"] / 1e9, o["next_budget"] / 1e9, o.get("shapes", 0),
                             o["device_max"] / 1e9,
                             o.get("fwd_max", 0) / 1e9,
