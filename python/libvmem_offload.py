@@ -713,12 +713,11 @@ class _Kept:
     saved (hook_pack): with saved tensor hooks installed autograd no longer
     checks that a saved tensor was not modified in place before its
     backward, so hook_unpack does."""
-    __slots__ = ("t", "version", "note")
+    __slots__ = ("t", "version")
 
     def __init__(self, t, version):
         self.t = t
         self.version = version
-        self.note = None  # (candidate, bytes, pack's event): Offload.judge_kept
 
 
 def _modified(t, expected):
@@ -968,19 +967,6 @@ class Offload:
         # the candidate a skip.  A query on the CPU says nothing of the GPU
         # when the CPU runs ahead of it.
         self.judge = []
-        # gpu_pace, for candidates the budget left on the device: one of at
-        # least futile_min bytes has timing events at its pack and its first
-        # unpack (judge_kept); where the two lie closer on the compute stream
-        # than a copy of its bytes at futile_bw (bytes per second, above any
-        # host link's) takes, no offload of it can give memory back (the
-        # logits a loss saves: its backward reads them first), and the next
-        # steps skip it as if it had been offloaded and taken back
-        # (_judge).  A cut's first step, whose budget is small, so spares
-        # its second the copy and the host buffers pinned for it.
-        self.judge_kept = []
-        self.futile_min = 64 * MiB
-        self.futile_bw = 64e9
-        self._kept_note = None  # (id of the tensor, candidate, bytes, event): pack to hook_pack
         # pacing by room (_room), a study knob: at every hook call of a cut
         # step, copies out stay in flight while the device bytes in use plus
         # what the program allocated before the next hook call in the last
@@ -1061,7 +1047,7 @@ class Offload:
         self.totals = {"offloaded_bytes": 0, "offloaded_tensors": 0, "prefetched_bytes": 0,
                        "late_fetch_bytes": 0, "late_no_room_bytes": 0, "reclaimed_bytes": 0,
                        "skipped_bytes": 0, "bulk_bytes": 0, "early_bytes": 0,
-                       "sm_copied_bytes": 0, "futile_bytes": 0,
+                       "sm_copied_bytes": 0,
                        "strided_bytes": 0,
                        "waits_out": 0, "waits_out_gpu": 0, "deduped": 0, "steps_active": 0,
                        "pack_seconds": 0.0, "unpack_seconds": 0.0, "wait_seconds": 0.0}
@@ -1247,12 +1233,12 @@ class Offload:
                 self.last_step["clear_s"] = time.perf_counter() - t0
                 self.last_step["cleared"] = held - self.pool.held
                 self.next_skip = {}  # the cut is over: learn afresh at the next one
-                self.judge, self.judge_kept = [], []
+                self.judge = []
                 self.pool_limit, self.idle_steps = None, 0
                 self.budgets = {}  # every shape's budget is 0 under this limit
             if self._skip_limit is not None and limit != self._skip_limit:
                 self.next_skip = {}  # another limit: other timings, learn afresh
-                self.judge, self.judge_kept = [], []
+                self.judge = []
             self._skip_limit = limit
             self._judge()
             self.skip = self.next_skip
@@ -1291,19 +1277,6 @@ class Offload:
                 if late:
                     self.next_skip[cand] = n
         self.judge = keep[-4096:]  # bounded if events never complete (a hung device)
-        keep = []
-        for cand, n, ev, u in self.judge_kept:
-            if not u.query():  # (ev, recorded before it on the same stream, is done with it)
-                keep.append((cand, n, ev, u))
-                continue
-            try:
-                seconds = ev.elapsed_time(u) / 1e3
-            except RuntimeError:  # not comparable (never expected): no judgement
-                continue
-            if seconds * self.futile_bw < n:
-                self.next_skip[cand] = n
-                self.totals["futile_bytes"] += n
-        self.judge_kept = keep[-4096:]
 
     # -- streams ---------------------------------------------------------
 
@@ -1491,11 +1464,6 @@ class Offload:
                            (self.spread_large and n < self.spread_min)))
             if skipped or spread_out or self.pass_offloaded >= self.budget.bytes:
                 self.seen[key] = (weakref.ref(t), None)  # stays on the device
-                if (not skipped and not spread_out and n >= self.futile_min and
-                        self.gpu_pace and self.learn_skip):
-                    ev = torch.cuda.Event(enable_timing=True)
-                    ev.record(self.fast.current(t.device))
-                    self._kept_note = (id(t), cand, n, ev)
                 return t
             self._drain(block=False)
             out, _ = self._streams(t.device)
@@ -1789,14 +1757,10 @@ class Offload:
         p = self.pack(t)
         if p is not t:
             return p
-        note, self._kept_note = self._kept_note, None
         try:
-            k = _Kept(t, t._version)
+            return _Kept(t, t._version)
         except Exception:  # no version counter to read: as it is
             return t
-        if note is not None and note[0] == id(t):
-            k.note = note[1:]
-        return k
 
     def hook_unpack(self, p):
         """The unpack hook install() pushes: autograd checks a saved
@@ -1810,13 +1774,6 @@ class Offload:
             t = p.t
             if t._version != p.version:
                 raise _modified(t, p.version)
-            if p.note is not None:  # its first consumer's place (judge_kept)
-                cand, n, ev = p.note
-                p.note = None
-                u = self.torch.cuda.Event(enable_timing=True)
-                u.record(self.fast.current(t.device))
-                with self.lock:
-                    self.judge_kept.append((cand, n, ev, u))
             if not self.records and self.budget.bytes <= 0:
                 return t  # nothing offloaded this step, none to offload: nothing to do
             return self.unpack(t)

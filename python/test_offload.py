@@ -1282,52 +1282,6 @@ class HooksTest(unittest.TestCase):
             self.assertEqual((o.judge, o.skip), ([], {}))
             gc.collect()
 
-    def test_a_tensor_the_budget_left_whose_consumer_came_too_soon_is_skipped(self):
-        # through the hooks install() pushes: a small budget offloads the
-        # first tensor; of the two large ones it leaves on the device, the
-        # one read back at once (a loss's logits) could never have been
-        # copied out in time (1 GiB at futile_bw, 64 GB/s: 16.8 ms; here 2
-        # ticks of the timeline, a tick a millisecond): a skip from the next
-        # step on, though it was never offloaded; the other, read 1000 ms
-        # later, is offloaded when the budget allows
-        torch, o, state = make(4 * MiB)
-        torch.copies_done = True
-        first = torch.cuda_tensor(4 * MiB, 0.0)
-        late, soon = torch.cuda_tensor(GiB, 1.0), torch.cuda_tensor(GiB, 2.0)
-        packed = [o.hook_pack(t) for t in (first, late, soon)]
-        self.assertIsInstance(packed[0], off._Record)
-        self.assertEqual([p.note[:2] for p in packed[1:]], [(1, GiB), (2, GiB)])
-        self.assertIs(o.hook_unpack(packed[2]), soon)  # read back at once
-        torch.clock += 1000
-        self.assertIs(o.hook_unpack(packed[1]), late)
-        o.hook_unpack(packed[0])
-        self.assertEqual(len(o.judge_kept), 2)
-        del packed
-        o.step_end(lambda dev: (state["limit"], 30 * GiB, GiB))
-        self.assertEqual((o.skip, o.judge_kept), ({2: GiB}, []))
-        self.assertEqual(o.totals["futile_bytes"], GiB)
-        o.budget.bytes = 4 * GiB  # the next step's budget would take both
-        packed = [o.hook_pack(t) for t in (first, late, soon)]
-        self.assertEqual([type(p).__name__ for p in packed], ["_Record", "_Record", "_Kept"])
-        self.assertIsNone(packed[2].note)  # skipped: not judged again
-        self.assertEqual(o.step_skipped, GiB)
-        for p in reversed(packed):
-            o.hook_unpack(p)
-        del packed
-        gc.collect()
-        # off with gpu_pace (the CPU's clock says nothing of the GPU's), or below futile_min
-        for attr, value in (("gpu_pace", False), ("futile_min", 2 * GiB)):
-            torch, o, state = make(4 * MiB)
-            setattr(o, attr, value)
-            packed = [o.hook_pack(t) for t in (torch.cuda_tensor(4 * MiB, 0.0),
-                                                torch.cuda_tensor(GiB, 2.0))]
-            self.assertIsNone(packed[1].note, attr)
-            for p in reversed(packed):
-                o.hook_unpack(p)
-            self.assertEqual(o.judge_kept, [])
-            del packed, p
-            gc.collect()
-
     def test_a_held_tensor_is_taken_back_ahead_only_with_room_and_within_the_window(self):
         torch, o, state = make(GiB, used=10 * GiB - MiB, limit=10 * GiB)
         o.budget.window_out = 8 * MiB
