@@ -109,6 +109,9 @@ CUT_OFFLOAD_TRIM (0: glibc's free heap memory not given back when the buffers
 are let go at a cut's end, the way before),
 CUT_RAISED_SLEEP (S: seconds slept, the device idle, after the first step of
 each raise, to tell what decays with time from what decays with steps),
+CUT_WITHIN (k: each cut is made during the phase's first step, as the model's
+repeated block k starts its forward, instead of between two steps; needs the
+blocks recompute() found),
 CUT_OFFLOAD_EARLY (1: each saved tensor is let go as soon as its copy out is
 queued, libvmem keeping its memory until the copy is done through
 vmem_record_stream, instead of the window's pacing; a study knob, slower for
@@ -572,6 +575,7 @@ def worker(a):
             gc_clock["ms"] += (time.perf_counter() - gc_clock["t"].pop(tid)) * 1e3
     gc.callbacks.append(on_gc)
     raised_sleep = float(os.environ.get("CUT_RAISED_SLEEP") or 0)
+    within = int(os.environ.get("CUT_WITHIN") or -1)
     prof_at = set(p for p in (os.environ.get("CUT_PROFILE_AT") or "").split(",") if p)
     start = L.stats()["startCap"]
     peak = None
@@ -584,7 +588,16 @@ def worker(a):
                     res["peak_in_use"] = peak
                 torch.cuda.synchronize()
                 lim = start if frac >= 1.0 else int(peak * frac)
-                L.set_limit(lim)
+                if within >= 0 and frac < 1.0 and rc is not None and within < len(rc.blocks):
+                    # CUT_WITHIN: the cut comes in the phase's first step, as
+                    # block `within` starts its forward (a scheduler's cut
+                    # during a step), not between two steps
+                    def cut_now(mod, args, lim=lim):
+                        L.set_limit(lim)
+                        cut_hook.pop().remove()
+                    cut_hook = [rc.blocks[within].register_forward_pre_hook(cut_now)]
+                else:
+                    L.set_limit(lim)
                 res.setdefault("limits", {})[name] = lim
             for k in range(n):
                 if k == 1 and raised_sleep and name.startswith("raised"):
