@@ -288,6 +288,11 @@ def _model_config(model):
     return None
 
 
+# steps whose plans a choice leaves (Recompute._leave_plan): the one it is made
+# in and the next (a cut made during a step recomputes from the next)
+LEAVE_STEPS = 2
+
+
 class Recompute:
     """The wrapped blocks of one model and the rule that chooses which of
     them recompute.
@@ -350,9 +355,19 @@ class Recompute:
         self._step_calls = 0   # blocks recomputed in the step in progress
         self._step_ran = set()   # blocks run in the step in progress (training)
         self._step_done = set()  # of them, those recomputed (not run plain)
+        self._prev_ran, self._prev_done = set(), set()  # the same of the last step
+        # step_naive(device): libvmem's vmem_step_naive (install sets it).
+        # Called where a decision chooses blocks that ran in the last step
+        # without recomputing: the step's placement plan comes from that
+        # step, whose allocations recomputation now changes (a cut's first
+        # steps, a deeper cut), so the rest of the step goes by naive
+        # placement, as the offload does at a cut
+        self.step_naive = None
+        self._left = [None, 0]  # (limit, chosen) the plans were left for, how many times
         self._steps = None
         self.totals = {"recomputed_calls": 0, "recomputed_bytes": 0, "recomputations": 0,
-                       "steps_active": 0, "decisions": 0, "plain_stateful_calls": 0}
+                       "steps_active": 0, "decisions": 0, "plain_stateful_calls": 0,
+                       "plans_left": 0}
         self.last = {"chosen": 0, "deficit": 0, "covered": 0, "need": None, "limit": None}
         self._orig = []
         for k, b in enumerate(self.blocks):
@@ -482,6 +497,7 @@ class Recompute:
                     self.totals["steps_active"] += 1
             self._steps = steps
             self._step_calls = 0
+            self._prev_ran, self._prev_done = self._step_ran, self._step_done
             self._step_ran = set()
             self._step_done = set()
         return s
@@ -496,11 +512,31 @@ class Recompute:
             self._key = key
             self._chosen, deficit, covered = self._choose(limit)
             self._use_cache(bool(self._chosen))
+            if self._chosen and self.step_naive is not None and \
+                    (self._chosen & self._prev_ran) - self._prev_done:
+                self._leave_plan(device, limit)
             if deficit is not None:
                 self.last.update(deficit=deficit, covered=covered)
             self.totals["decisions"] += 1
             self.last.update(chosen=len(self._chosen), need=self.need, limit=limit)
         return s
+
+    def _leave_plan(self, device, limit):
+        """step_naive for this step (the lock held), at most LEAVE_STEPS
+        times under one limit and choice: a step whose chosen calls run
+        plain every time (the program hands them a cache itself) keeps
+        its plans after that."""
+        what = (limit, self._chosen)
+        if self._left[0] != what:
+            self._left = [what, 0]
+        if self._left[1] >= LEAVE_STEPS:
+            return
+        self._left[1] += 1
+        self.totals["plans_left"] += 1
+        try:
+            self.step_naive(device)
+        except Exception:  # no libvmem instance to tell: the plan stays
+            self.step_naive = None
 
     # -- the wrapper -----------------------------------------------------
 
@@ -658,6 +694,7 @@ def install(lib_mod, torch, model, blocks=None, policy="auto", require_safe=Fals
     returns the Recompute."""
     rc = Recompute(torch, model, _reader(lib_mod), blocks=blocks, policy=policy,
                    require_safe=require_safe)
+    rc.step_naive = getattr(lib_mod, "step_naive", None)
     _rc.append(rc)
     import libvmem_offload
     off = libvmem_offload._off

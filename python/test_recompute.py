@@ -972,6 +972,64 @@ class StatefulArgumentTest(unittest.TestCase):
         rc.remove()
         self.assertIs(net.config.use_cache, True)
 
+    def test_a_step_whose_chosen_blocks_did_not_recompute_last_step_leaves_its_plan(self):
+        # vmem_step_naive (rc.step_naive) in a step whose decision chooses
+        # blocks the last step ran without recomputing: its placement plan
+        # comes from that step
+        torch, st, net, blocks, ck, rc = setup([10, 30, 50], policy="auto", margin_frac=0)
+        left = []
+        rc.step_naive = left.append
+        for _ in range(3):
+            step(st, net, ck, 1000 * MiB)
+        self.assertEqual(left, [])  # uncut
+        st.limit = 990 * MiB  # between steps: blocks 1 and 2 chosen (deficit 60 MiB)
+        self.assertEqual(step(st, net, ck, 1000 * MiB), ["b1", "b2"])
+        self.assertEqual(left, [torch.device])  # the cut's first step, once
+        for _ in range(2):
+            step(st, net, ck, 1000 * MiB)
+        self.assertEqual(len(left), 1)  # the same choice, recomputed last step
+        st.limit = 960 * MiB  # deeper: block 0 too, which ran plain last step
+        self.assertEqual(step(st, net, ck, 1000 * MiB), ["b0", "b1", "b2"])
+        self.assertEqual(len(left), 2)
+        st.limit = 64 * GiB  # raised: nothing chosen
+        step(st, net, ck, 1000 * MiB)
+        self.assertEqual(len(left), 2)
+        self.assertEqual(rc.totals["plans_left"], 2)
+
+        def boom(dev):
+            raise RuntimeError("no instance")
+        rc.step_naive = boom  # an error: dropped, the step goes on
+        st.limit = 990 * MiB
+        self.assertEqual(step(st, net, ck, 1000 * MiB), ["b1", "b2"])
+        self.assertIsNone(rc.step_naive)
+
+    def test_a_cut_during_the_forward_leaves_two_plans_and_a_cache_always_handed_leaves_two(self):
+        torch, st, net, ck, rc = self.setup()
+        left = []
+        rc.step_naive = left.append
+        for _ in range(3):
+            step(st, net, ck, 1000 * MiB)
+
+        def cut():  # after the model made its cache: this step runs plain
+            st.limit = 500 * MiB
+            net.after_cache = None
+        net.after_cache = cut
+        with self.assertWarns(RuntimeWarning):
+            self.assertEqual(step(st, net, ck, 1400 * MiB), [])
+        self.assertEqual(len(left), 1)  # the rest of the cut step
+        self.assertEqual(step(st, net, ck, 1000 * MiB), ["b0", "b1", "b2"])
+        self.assertEqual(len(left), 2)  # its plan came from the step that ran plain
+        step(st, net, ck, 1000 * MiB)
+        self.assertEqual(len(left), 2)
+        # a program that hands its blocks a cache whatever the config says:
+        # every chosen call plain, every step; two plans left, then no more
+        rc._config = None  # (out of the recomputation's reach: it cannot turn it off)
+        net.config = SimpleNamespace(use_cache=True)
+        st.limit = 400 * MiB
+        for _ in range(5):
+            self.assertEqual(step(st, net, ck, 1000 * MiB), [])
+        self.assertEqual(len(left), 4)
+
     def test_relief_to_come_counts_the_blocks_that_ran_without_recomputing(self):
         torch, st, net, ck, rc = self.setup()  # gains 10, 20, 30 MiB; policy all
         for _ in range(3):
