@@ -1026,18 +1026,19 @@ class Offload:
         self.learn_order = False
         self.order_last = []
         self.warned_bulk = False  # said once (step_end) that a pass was taken in bulk
-        # by_shape, a study knob: a budget per step shape.  A step's shape
-        # (_note_shape) picks the budget its last step of that shape left;
-        # a new shape starts from the budget in force, so a job whose steps
-        # all look alike, or never repeat a shape, runs as with one budget.
-        # Off: on GPT-2 with lengths drawn per step (H100) it kept the
-        # 1024-token steps' logits off host at 50% (host bytes 8.1 -> 2.7 GB
-        # over 15 steps) but the steps ran no faster (2.17-2.57x the uncut
-        # steps against 2.29-2.40x), and at 75% slower (1.51-1.72x against
-        # 1.34-1.41x): a shape seen rarely keeps what it learned in the
-        # cut's first steps, where one budget is corrected by every step
+        # by_shape: a budget per step shape.  A step's shape (_note_shape)
+        # picks the budget its last step of that shape left; a new shape
+        # starts from the budget in force, so a job whose steps all look
+        # alike, or never repeat a shape, runs as with one budget.  On
+        # (forty-sixth session): on GPT-2 with lengths drawn per step (H100,
+        # two processes each) it ran a 16-step cut at 50% 2.39-2.63x the
+        # uncut steps against 2.88-3.41x with one budget and naive's 2.80,
+        # with 1.77 GB on host instead of 7.22, and at 75% 1.88-1.95x
+        # against 1.86-2.09x.  It had been off since at 75% a rare shape
+        # kept the budget learned in the cut's first step, before
+        # recomputation started; recomputation now starts in that step
         # (docs/placement.md, "A budget per step shape")
-        self.by_shape = False
+        self.by_shape = True
         self.budgets = {}        # shape -> Budget, for the shapes not in force
         self.budget_shape = None  # the shape self.budget belongs to
         self.room = RoomAhead()
