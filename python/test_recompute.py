@@ -886,6 +886,15 @@ class StatefulArgumentTest(unittest.TestCase):
         torch, st, net, bs, ck, rc = purity_setup([CacheBlock] * 3, net_cls=CacheNet)
         return torch, st, net, ck, rc
 
+    @staticmethod
+    def cut_after_cache(st, net, limit=500 * MiB):
+        """The next step's limit cut within it, after the model made its
+        cache (a cut during the forward): that step's chosen calls run plain."""
+        def cut():
+            st.limit = limit
+            net.after_cache = None
+        net.after_cache = cut
+
     def test_stateless_arguments(self):
         t = FakeTorch()
         for v in (None, 1, 2.5, "s", True, Tensor(3), (Tensor(1), None, (1, 2)), [Tensor(1)],
@@ -945,11 +954,7 @@ class StatefulArgumentTest(unittest.TestCase):
             self.assertEqual(step(st, net, ck, 1000 * MiB), [])
         self.assertIs(net.config.use_cache, True)  # uncut: untouched
         self.assertEqual(rc.stats()["checked"], 3)  # the cache is not the blocks' state
-
-        def cut():  # within the step, after the model made its cache
-            st.limit = 500 * MiB
-            net.after_cache = None
-        net.after_cache = cut
+        self.cut_after_cache(st, net)
         with self.assertWarns(RuntimeWarning):
             # the first cut step: the model made its cache before the choice;
             # its demand (1400 MiB) is no need to learn from
@@ -1009,11 +1014,7 @@ class StatefulArgumentTest(unittest.TestCase):
         rc.step_naive = left.append
         for _ in range(3):
             step(st, net, ck, 1000 * MiB)
-
-        def cut():  # after the model made its cache: this step runs plain
-            st.limit = 500 * MiB
-            net.after_cache = None
-        net.after_cache = cut
+        self.cut_after_cache(st, net)
         with self.assertWarns(RuntimeWarning):
             self.assertEqual(step(st, net, ck, 1400 * MiB), [])
         self.assertEqual(len(left), 1)  # the rest of the cut step
@@ -1035,11 +1036,7 @@ class StatefulArgumentTest(unittest.TestCase):
         for _ in range(3):
             step(st, net, ck, 1000 * MiB)
         self.assertEqual(rc.relief_to_come(500 * MiB), 60 * MiB)  # none recomputed
-
-        def cut():
-            st.limit = 500 * MiB
-            net.after_cache = None
-        net.after_cache = cut
+        self.cut_after_cache(st, net)
         with self.assertWarns(RuntimeWarning):
             step(st, net, ck, 1400 * MiB)  # every block plain (the cache)
         self.assertEqual(rc.relief_to_come(500 * MiB), 60 * MiB)
