@@ -288,6 +288,13 @@ def _model_config(model):
     return None
 
 
+def _not_recomputed(chosen, ran, done):
+    """Of the blocks chosen, those a step ran without recomputing (ran:
+    the blocks it ran; done: those it recomputed): the bytes they left in
+    use there are what recomputation takes off from now on."""
+    return (chosen & ran) - done
+
+
 # steps whose plans a choice leaves (Recompute._leave_plan): the one it is made
 # in and the next (a cut made during a step recomputes from the next)
 LEAVE_STEPS = 2
@@ -462,7 +469,7 @@ class Recompute:
             chosen = self._relieving(limit)
             if not chosen:
                 return 0
-            return sum(self.gain[k] for k in chosen if k in ran and k not in done)
+            return sum(self.gain[k] for k in _not_recomputed(chosen, ran, done))
 
     def _before_model(self, module, args):
         """The model's forward pre-hook (a model with a config): decides
@@ -513,7 +520,7 @@ class Recompute:
             self._chosen, deficit, covered = self._choose(limit)
             self._use_cache(bool(self._chosen))
             if self._chosen and self.step_naive is not None and \
-                    (self._chosen & self._prev_ran) - self._prev_done:
+                    _not_recomputed(self._chosen, self._prev_ran, self._prev_done):
                 self._leave_plan(device, limit)
             if deficit is not None:
                 self.last.update(deficit=deficit, covered=covered)
