@@ -1052,6 +1052,20 @@ Test(placement, a_pause_reported_by_the_runtime_does_not_choose_the_rule)
     }
 }
 
+/* The activation size of step s of a job whose steps differ: 16 and 12 MiB
+ * in turn (sequence lengths drawn per step). */
+static size_t vary_act(int s)
+{
+    return s % 2 ? 12 * MiB : 16 * MiB;
+}
+
+/* n such steps, from a 16 MiB one. */
+static void job_steps_vary(job_t *j, int n)
+{
+    for (int s = 0; s < n; s++)
+        job_step(j, vary_act(s));
+}
+
 /* Steps that differ (activations of 16 and 12 MiB in turn, as sequence
  * lengths drawn per step: each step is planned from the kept variant of its
  * shape, not from the step before) end the trials at their first step past
@@ -1062,12 +1076,11 @@ Test(placement, steps_that_differ_end_the_trials_on_the_first_rule)
 {
     job_t j;
     job_open_trials(&j);
-    const size_t acts[2] = {16 * MiB, 12 * MiB};
     unsigned timed = 0;
     for (int s = 0; s < 16 && !j.v->place.decided; s++) {
         double late = j.v->place.rule == PLACE_RULE_FARTHEST ? 20.0 : 10.0;
         job_late(&j, late);
-        job_step(&j, acts[s % 2]);
+        job_step(&j, vary_act(s));
         timed = j.v->place.trial_step;
     }
     cr_assert(j.v->place.decided, "the trials ended");
@@ -1080,7 +1093,7 @@ Test(placement, steps_that_differ_end_the_trials_on_the_first_rule)
     for (int s = 0; s < 16 && !j.v->place.decided; s++) {
         double late = j.v->place.rule == PLACE_RULE_FARTHEST ? 20.0 : 10.0;
         job_late(&j, late);
-        job_step(&j, acts[0]);
+        job_step(&j, vary_act(0));
     }
     cr_assert(j.v->place.decided, "the trials ended");
     cr_assert_neq(j.v->place.rule, PLACE_RULE_FARTHEST, "steps alike: the faster rule stays");
@@ -1104,18 +1117,14 @@ Test(placement, a_limit_change_drops_the_variants_of_the_old_limit)
 {
     job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
     job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 0);
-    const size_t acts[2] = {16 * MiB, 12 * MiB};
-    for (int s = 0; s < 4; s++)
-        job_step(&j, acts[s % 2]);
+    job_steps_vary(&j, 4);
     cr_assert_eq(variants_kept(j.v), 0, "uncapped: no variants");
     cr_assert_eq(vmem_set_limit(j.v, 128 * MiB, NULL), VMEM_OK);
-    for (int s = 0; s < 4; s++)
-        job_step(&j, acts[s % 2]);
+    job_steps_vary(&j, 4);
     cr_assert_geq(variants_kept(j.v), 1, "steps that differ under a cut keep variants");
     cr_assert_eq(vmem_set_limit(j.v, 124 * MiB, NULL), VMEM_OK);
     cr_assert_eq(variants_kept(j.v), 0, "variants of the old limit kept");
-    for (int s = 0; s < 3; s++)
-        job_step(&j, acts[s % 2]);
+    job_steps_vary(&j, 3);
     cr_assert_geq(variants_kept(j.v), 1, "learned again under the new limit");
     job_close(&j);
 }
@@ -1129,22 +1138,20 @@ Test(placement, records_made_across_a_limit_change_are_not_kept_as_variants)
 {
     job_t j = {.layers = 8, .act = 16 * MiB, .tmp = 2 * MiB};
     job_open(&j, VMEM_BACKEND_SIM_VMM, VMEM_PLACEMENT_PLANNED, 0);
-    const size_t acts[2] = {16 * MiB, 12 * MiB};
-    for (int s = 0; s < 2; s++)
-        job_step(&j, acts[s % 2]);
+    job_steps_vary(&j, 2);
     cr_assert_eq(vmem_set_limit(j.v, 128 * MiB, NULL), VMEM_OK);
-    job_step(&j, acts[0]); /* the cut step: the uncapped step before it differed */
+    job_step(&j, vary_act(0)); /* the cut step: the uncapped step before it differed */
     cr_assert_eq(variants_kept(j.v), 0, "the record made before the cut was kept");
-    job_step(&j, acts[1]);
+    job_step(&j, vary_act(1));
     cr_assert_eq(variants_kept(j.v), 0, "the cut step's record was kept");
-    job_step(&j, acts[0]);
+    job_step(&j, vary_act(0));
     cr_assert_eq(variants_kept(j.v), 1, "the first record made under the cut is kept");
     /* The same limit set again changes nothing: the variant stays, and the
      * record of the step before it is kept at the next step end (in place
      * of the variant that step repeats). */
     cr_assert_eq(vmem_set_limit(j.v, 128 * MiB, NULL), VMEM_OK);
     cr_assert_eq(variants_kept(j.v), 1, "the same limit dropped the variants");
-    job_step(&j, acts[1]);
+    job_step(&j, vary_act(1));
     cr_assert_eq(variants_kept(j.v), 1, "a record made around the same limit was not kept");
     /* A change within a step: neither that step's record nor the one
      * before it is kept. */
@@ -1152,11 +1159,11 @@ Test(placement, records_made_across_a_limit_change_are_not_kept_as_variants)
     cr_assert_not_null(p);
     cr_assert_eq(vmem_set_limit(j.v, 124 * MiB, NULL), VMEM_OK);
     cr_assert_eq(vmem_free(j.v, p), VMEM_OK);
-    job_step(&j, acts[0]); /* ends the step the limit changed in */
+    job_step(&j, vary_act(0)); /* ends the step the limit changed in */
     cr_assert_eq(variants_kept(j.v), 0);
-    job_step(&j, acts[1]);
+    job_step(&j, vary_act(1));
     cr_assert_eq(variants_kept(j.v), 0);
-    job_step(&j, acts[0]);
+    job_step(&j, vary_act(0));
     cr_assert_eq(variants_kept(j.v), 1, "learned again under the new limit");
     for (int k = 0; k < PLACE_VARIANTS; k++)
         if (j.v->place.var_used[k])
